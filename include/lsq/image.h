@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * image.h - an opened SquashFS 4.0 image: the only interface the FUSE layer
+ * and the tools use to read one.
+ *
+ * Thread safety: after lsq_image_open() returns, every function here may be
+ * called from any number of threads at once on the same image. Caches inside
+ * are bounded and shared; no call holds a lock across I/O or decompression.
+ *
+ * Errors are enum lsq_err values (include/lsq/error.h). Corruption found in a
+ * table or block fails only the call that met it (LSQ_ERR_CORRUPT,
+ * LSQ_ERR_CODEC, LSQ_ERR_OUT_OF_BOUNDS, ...) and is logged once with the
+ * image offset; the image stays usable.
+ */
+#ifndef LSQ_IMAGE_H
+#define LSQ_IMAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include "lsq/source.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct lsq_image;
+
+/* An inode reference as SquashFS stores it: (metadata block offset relative
+ * to the inode table start) << 16 | (offset inside the decompressed block).
+ * Unique per inode (hardlinked names share it); always < 2^48. */
+typedef uint64_t lsq_inode_ref;
+
+#define LSQ_NO_XATTR 0xFFFFFFFFu
+
+/* A decoded inode. Public fields are stat material; 'priv' belongs to the
+ * image layer (block list location, directory location, ...). Plain value:
+ * copy it freely, nothing inside needs freeing. */
+struct lsq_inode {
+	lsq_inode_ref ref;
+	uint32_t inode_number; /* SquashFS inode number: st_ino, as the kernel */
+	uint32_t mode;         /* S_IFMT type bits | permission bits */
+	uint32_t uid, gid;     /* resolved through the id table */
+	uint32_t mtime;
+	uint32_t nlink;
+	uint64_t size;         /* st_size exactly as the kernel reports it */
+	uint64_t rdev;         /* makedev() value for block/char devices */
+	uint32_t xattr_index;  /* LSQ_NO_XATTR when the inode has none */
+	struct {
+		/* dir: start_block, offset, listing size, parent number;
+		 * reg: blocks_start, fragment, frag_offset, block list ref;
+		 * symlink: target location */
+		uint64_t a, b, c, d, g;
+		uint32_t e, f;
+		uint32_t xattr_size; /* bytes of xattrs, for st_blocks */
+	} priv;
+};
+
+struct lsq_image_options {
+	uint64_t metadata_cache_bytes; /* decompressed metadata blocks */
+	uint64_t data_cache_bytes;     /* decompressed data blocks */
+	uint32_t fragment_cache_blocks;/* decompressed fragment blocks */
+	unsigned decomp_contexts;      /* 0: one per online CPU */
+};
+
+/* Fill with the documented defaults. */
+void lsq_image_options_default(struct lsq_image_options *opt);
+
+/* Open and validate an image on src. On success *out owns src. On failure
+ * the caller still owns src and errbuf (if not NULL) holds a one-line
+ * message naming what is wrong and where, e.g.
+ * "bad superblock: inode table offset 0x1234 beyond image size 0x1000". */
+int lsq_image_open(struct lsq_source *src, const struct lsq_image_options *opt,
+		   struct lsq_image **out, char *errbuf, size_t errlen);
+
+/* Close an image and its source; NULL is ignored. */
+void lsq_image_close(struct lsq_image *img);
+
+/* Facts from the superblock, for statfs, --version style output and tools. */
+struct lsq_image_info {
+	uint64_t bytes_used;
+	uint32_t inode_count;
+	uint32_t block_size;
+	uint16_t compression_id;
+	const char *compression_name;
+	uint32_t mkfs_time;
+	uint32_t fragment_count;
+	uint16_t flags;
+	bool has_export_table;
+	bool has_xattrs;
+};
+const struct lsq_image_info *lsq_image_info(const struct lsq_image *img);
+
+/* The root directory's inode reference. */
+lsq_inode_ref lsq_image_root(const struct lsq_image *img);
+
+/* Decode the inode at ref (cached). */
+int lsq_image_inode(struct lsq_image *img, lsq_inode_ref ref,
+		    struct lsq_inode *out);
+
+/* Fill st as the kernel's squashfs driver would for this inode
+ * (st_ino = inode_number, st_blocks, st_blksize, times = mtime, ...). */
+void lsq_image_stat(const struct lsq_image *img, const struct lsq_inode *inode,
+		    struct stat *st);
+
+/* Look a name up in directory dir. LSQ_ERR_NOT_FOUND, LSQ_ERR_NOT_DIR. */
+int lsq_image_lookup(struct lsq_image *img, const struct lsq_inode *dir,
+		     const char *name, size_t name_len, struct lsq_inode *out);
+
+struct lsq_dirent {
+	const char *name;      /* not NUL-terminated; valid during callback */
+	size_t name_len;
+	uint32_t inode_number; /* d_ino */
+	uint32_t type;         /* S_IFMT bits of the entry */
+	lsq_inode_ref ref;     /* undefined for "." and ".." */
+	bool is_dot;           /* "." or ".." */
+	uint64_t next_cookie;  /* pass as cookie to continue after this one */
+};
+
+/* Return 0 to continue, non-zero to stop: the entry just offered was then
+ * NOT consumed (resume with the cookie of the previous entry). */
+typedef int (*lsq_dirent_fn)(void *ctx, const struct lsq_dirent *ent);
+
+/* List directory dir starting at cookie (0 = beginning), "." and ".." first,
+ * then the entries in on-disk order, as the kernel does. Returns 0 at the end
+ * of the listing or when fn stopped early. */
+int lsq_image_readdir(struct lsq_image *img, const struct lsq_inode *dir,
+		      uint64_t cookie, lsq_dirent_fn fn, void *ctx);
+
+/* Read up to len bytes of regular file file at offset. *nread is short only
+ * at end of file (0 at or past EOF). LSQ_ERR_IS_DIR for directories. */
+int lsq_image_read(struct lsq_image *img, const struct lsq_inode *file,
+		   void *buf, size_t len, uint64_t offset, size_t *nread);
+
+/* Symlink target as a malloc'd NUL-terminated string the caller frees. */
+int lsq_image_readlink(struct lsq_image *img, const struct lsq_inode *link,
+		       char **target);
+
+/* listxattr(2) semantics: names with their prefixes ("user.", "trusted.",
+ * "security."), each NUL-terminated. size 0 only computes *needed.
+ * LSQ_ERR_RANGE when size is non-zero and too small. */
+int lsq_image_listxattr(struct lsq_image *img, const struct lsq_inode *inode,
+			char *buf, size_t size, size_t *needed);
+
+/* getxattr(2) semantics; an empty value is a valid value (needed = 0).
+ * LSQ_ERR_NO_XATTR, LSQ_ERR_RANGE. */
+int lsq_image_getxattr(struct lsq_image *img, const struct lsq_inode *inode,
+		       const char *name, void *buf, size_t size,
+		       size_t *needed);
+
+/* statfs as the kernel reports it for squashfs. */
+void lsq_image_statfs(const struct lsq_image *img, struct statvfs *st);
+
+/* Counters for stats output. */
+struct lsq_image_stats {
+	uint64_t source_reads, source_bytes, source_failures;
+	uint64_t meta_hits, meta_misses;
+	uint64_t data_hits, data_misses;
+	uint64_t frag_hits, frag_misses;
+};
+void lsq_image_get_stats(const struct lsq_image *img,
+			 struct lsq_image_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,29 @@
+#!/bin/bash
+# Install every build and test dependency with apt-get (Debian 12).
+# Idempotent: installs only what is missing; needs root (or sudo).
+set -euo pipefail
+
+PKGS=(
+	meson ninja-build pkg-config gcc clang
+	libfuse3-dev fuse3 libcurl4-openssl-dev
+	zlib1g-dev liblzma-dev liblz4-dev liblzo2-dev libzstd-dev
+	squashfs-tools squashfs-tools-ng squashfuse
+	nginx-light fio valgrind attr python3 python3-pytest
+	util-linux kmod procps
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+		missing+=("$p")
+	fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+	exit 0
+fi
+SUDO=
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+echo "installing: ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/* endian.h - little-endian loads from unaligned image bytes. */
+#ifndef LSQ_ENDIAN_H
+#define LSQ_ENDIAN_H
+
+#include <stdint.h>
+#include <string.h>
+
+static inline uint16_t lsq_le16(const void *p)
+{
+	const uint8_t *b = p;
+	return (uint16_t)(b[0] | (b[1] << 8));
+}
+
+static inline uint32_t lsq_le32(const void *p)
+{
+	const uint8_t *b = p;
+	return (uint32_t)b[0] | ((uint32_t)b[1] << 8) | ((uint32_t)b[2] << 16) |
+	       ((uint32_t)b[3] << 24);
+}
+
+static inline uint64_t lsq_le64(const void *p)
+{
+	const uint8_t *b = p;
+	return (uint64_t)lsq_le32(b) | ((uint64_t)lsq_le32(b + 4) << 32);
+}
+
+#endif

@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * file.c - the regular file read path: block list walk, data blocks through
+ * the data cache, sparse blocks, and the fragment tail.
+ *
+ * A file's block list (one u32 size word per block, in the inode table)
+ * gives each block's on-disk size; a block's offset is blocks_start plus
+ * the sizes before it. For large files a checkpoint every CHECKPOINT_STRIDE
+ * blocks (offset + metadata position) is built once and cached, so a read
+ * anywhere in the file walks at most CHECKPOINT_STRIDE size words.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/checked_math.h"
+#include "common/endian.h"
+#include "image/image_internal.h"
+#include "lsq/error.h"
+
+#define CHECKPOINT_STRIDE 256u
+
+struct checkpoint {
+	uint64_t data_offset; /* absolute offset of the block */
+	uint64_t meta_block;  /* cursor position of its size word */
+	uint32_t meta_offset;
+	uint32_t pad;
+};
+
+/* Load arguments for the data block loader (one call's stack). */
+struct data_load {
+	struct lsq_image *img;
+	uint32_t size_word;
+	size_t out_cap;
+};
+
+int lsq_data_block_load(struct lsq_image *img, uint64_t offset,
+			uint32_t size_word, size_t out_cap,
+			struct lsq_block **out)
+{
+	size_t disk = SQUASHFS_BLOCK_ONDISK_SIZE(size_word);
+	struct lsq_block *blk;
+	uint8_t *raw;
+	size_t n;
+	int ret;
+
+	if (disk == 0 || disk > img->sb.block_size)
+		return lsq_image_corrupt(img, LSQ_ERR_CORRUPT, offset,
+					 "data block size word 0x%x invalid",
+					 size_word);
+	if (lsq_range_outside(offset, disk, img->sb.bytes_used))
+		return lsq_image_corrupt(img, LSQ_ERR_OUT_OF_BOUNDS, offset,
+					 "data block of %zu bytes past the end of the image",
+					 disk);
+	blk = lsq_block_alloc(out_cap);
+	if (!blk)
+		return LSQ_ERR_NOMEM;
+	blk->key = offset;
+	if (SQUASHFS_BLOCK_IS_RAW(size_word)) {
+		if (disk > out_cap) {
+			lsq_block_put(blk);
+			return lsq_image_corrupt(img, LSQ_ERR_CORRUPT, offset,
+						 "uncompressed block larger than expected");
+		}
+		ret = lsq_source_read_at(img->src, blk->data, disk, offset);
+		if (ret) {
+			lsq_block_put(blk);
+			return ret;
+		}
+		blk->size = disk;
+		*out = blk;
+		return LSQ_OK;
+	}
+	raw = malloc(disk);
+	if (!raw) {
+		lsq_block_put(blk);
+		return LSQ_ERR_NOMEM;
+	}
+	ret = lsq_source_read_at(img->src, raw, disk, offset);
+	if (!ret) {
+		ret = lsq_codec_decompress(img->codec, raw, disk, blk->data,
+					   out_cap, &n);
+		if (ret)
+			lsq_image_corrupt(img, ret, offset,
+					  "data block of %zu bytes", disk);
+	}
+	free(raw);
+	if (ret) {
+		lsq_block_put(blk);
+		return ret;
+	}
+	blk->size = n;
+	*out = blk;
+	return LSQ_OK;
+}
+
+static int data_loader(void *ctx, uint64_t key, struct lsq_block **out)
+{
+	struct data_load *dl = ctx;
+
+	return lsq_data_block_load(dl->img, key, dl->size_word, dl->out_cap,
+				   out);
+}
+
+int lsq_frag_loader(void *ctx, uint64_t index, struct lsq_block **out)
+{
+	struct lsq_image *img = ctx;
+	uint8_t e[SQUASHFS_FRAGMENT_ENTRY_SIZE];
+	int ret;
+
+	ret = lsq_lookup_table_read(img, &img->frag_table, (uint32_t)index, e);
+	if (ret)
+		return ret;
+	return lsq_data_block_load(img, lsq_le64(e), lsq_le32(e + 8),
+				   img->sb.block_size, out);
+}
+
+struct blockidx_load {
+	struct lsq_image *img;
+	const struct lsq_inode *file;
+};
+
+/* Build the checkpoint table of a large file by walking its block list. */
+static int blockidx_loader(void *ctx, uint64_t key, struct lsq_block **out)
+{
+	const struct blockidx_load *bl = ctx;
+	const struct lsq_inode *file = bl->file;
+	struct lsq_image *img = bl->img;
+	uint32_t nblocks = file->priv.e;
+	uint32_t ncp = (nblocks + CHECKPOINT_STRIDE - 1) / CHECKPOINT_STRIDE;
+	struct checkpoint *cp;
+	struct meta_cursor cur;
+	struct lsq_block *blk;
+	uint64_t data = file->priv.a;
+	uint8_t words[4 * 64];
+	int ret;
+
+	blk = lsq_block_alloc((size_t)ncp * sizeof(*cp));
+	if (!blk)
+		return LSQ_ERR_NOMEM;
+	cp = (struct checkpoint *)blk->data;
+	lsq_meta_cursor_init(&cur, &img->inode_table, file->priv.b >> 16,
+			     file->priv.b & 0xffff);
+	for (uint32_t i = 0; i < nblocks;) {
+		uint32_t n = nblocks - i < 64 ? nblocks - i : 64;
+
+		if (i % CHECKPOINT_STRIDE == 0) {
+			cp[i / CHECKPOINT_STRIDE] = (struct checkpoint){
+				.data_offset = data,
+				.meta_block = cur.block,
+				.meta_offset = cur.offset,
+			};
+			/* stay aligned to the stride */
+			if (n > CHECKPOINT_STRIDE - i % CHECKPOINT_STRIDE)
+				n = CHECKPOINT_STRIDE - i % CHECKPOINT_STRIDE;
+		} else if (n > CHECKPOINT_STRIDE - i % CHECKPOINT_STRIDE) {
+			n = CHECKPOINT_STRIDE - i % CHECKPOINT_STRIDE;
+		}
+		ret = lsq_meta_read(img, &cur, words, 4 * (size_t)n);
+		if (ret) {
+			lsq_block_put(blk);
+			return ret;
+		}
+		for (uint32_t j = 0; j < n; j++)
+			data += SQUASHFS_BLOCK_ONDISK_SIZE(lsq_le32(words + 4 * j));
+		i += n;
+	}
+	blk->key = key;
+	blk->size = (size_t)ncp * sizeof(*cp);
+	*out = blk;
+	return LSQ_OK;
+}
+
+/* Position cur at the size word of block 'index' and return that block's
+ * absolute offset. */
+static int block_list_seek(struct lsq_image *img, const struct lsq_inode *file,
+			   uint32_t index, struct meta_cursor *cur,
+			   uint64_t *data_offset)
+{
+	uint64_t data = file->priv.a;
+	uint32_t from = 0;
+	uint8_t words[4 * 64];
+	int ret;
+
+	lsq_meta_cursor_init(cur, &img->inode_table, file->priv.b >> 16,
+			     file->priv.b & 0xffff);
+	if (index >= CHECKPOINT_STRIDE) {
+		struct blockidx_load arg = { img, file };
+		struct lsq_block *blk;
+		const struct checkpoint *cp;
+
+		ret = lsq_block_cache_get_with(img->blockidx_cache, file->ref,
+					       blockidx_loader, &arg, &blk);
+		if (ret)
+			return ret;
+		cp = (const struct checkpoint *)blk->data + index / CHECKPOINT_STRIDE;
+		if ((size_t)(index / CHECKPOINT_STRIDE + 1) * sizeof(*cp) > blk->size) {
+			lsq_block_put(blk);
+			return LSQ_ERR_CORRUPT;
+		}
+		data = cp->data_offset;
+		cur->block = cp->meta_block;
+		cur->offset = cp->meta_offset;
+		from = index - index % CHECKPOINT_STRIDE;
+		lsq_block_put(blk);
+	}
+	while (from < index) {
+		uint32_t n = index - from < 64 ? index - from : 64;
+
+		ret = lsq_meta_read(img, cur, words, 4 * (size_t)n);
+		if (ret)
+			return ret;
+		for (uint32_t j = 0; j < n; j++)
+			data += SQUASHFS_BLOCK_ONDISK_SIZE(lsq_le32(words + 4 * j));
+		from += n;
+	}
+	*data_offset = data;
+	return LSQ_OK;
+}
+
+static int read_fragment_tail(struct lsq_image *img,
+			      const struct lsq_inode *file, uint8_t *dst,
+			      uint64_t in_block, size_t n)
+{
+	uint64_t tail = file->size & (img->sb.block_size - 1);
+	struct lsq_block *blk;
+	int ret;
+
+	ret = lsq_block_cache_get(img->frag_cache, file->priv.c, &blk);
+	if (ret)
+		return ret;
+	if (file->priv.d + tail > blk->size) {
+		lsq_block_put(blk);
+		return lsq_image_corrupt(img, LSQ_ERR_CORRUPT, 0,
+					 "fragment %llu too short for inode %u",
+					 (unsigned long long)file->priv.c,
+					 file->inode_number);
+	}
+	memcpy(dst, blk->data + file->priv.d + in_block, n);
+	lsq_block_put(blk);
+	return LSQ_OK;
+}
+
+int lsq_file_read(struct lsq_image *img, const struct lsq_inode *file,
+		  void *buf, size_t len, uint64_t offset, size_t *nread)
+{
+	uint64_t bs = img->sb.block_size;
+	uint8_t *dst = buf;
+	struct meta_cursor cur;
+	uint64_t data_offset = 0, end;
+	uint32_t index, nblocks = file->priv.e;
+	bool positioned = false;
+	int ret;
+
+	if (offset >= file->size || len == 0) {
+		*nread = 0;
+		return LSQ_OK;
+	}
+	if (len > file->size - offset)
+		len = (size_t)(file->size - offset);
+	end = offset + len;
+	index = (uint32_t)(offset >> img->sb.block_log);
+
+	while (offset < end) {
+		uint64_t in_block = offset & (bs - 1);
+		uint64_t block_len = file->size - ((uint64_t)index << img->sb.block_log);
+		size_t n;
+
+		if (block_len > bs)
+			block_len = bs;
+		n = (size_t)(block_len - in_block);
+		if (n > end - offset)
+			n = (size_t)(end - offset);
+
+		if (index >= nblocks) {
+			ret = read_fragment_tail(img, file, dst, in_block, n);
+			if (ret)
+				return ret;
+		} else {
+			uint8_t w[4];
+			uint32_t word;
+
+			if (!positioned) {
+				ret = block_list_seek(img, file, index, &cur,
+						      &data_offset);
+				if (ret)
+					return ret;
+				positioned = true;
+			}
+			ret = lsq_meta_read(img, &cur, w, 4);
+			if (ret)
+				return ret;
+			word = lsq_le32(w);
+			if (SQUASHFS_BLOCK_ONDISK_SIZE(word) == 0) {
+				memset(dst, 0, n); /* sparse block */
+			} else {
+				struct data_load dl = { img, word, (size_t)bs };
+				struct lsq_block *blk;
+
+				ret = lsq_block_cache_get_with(img->data_cache,
+							       data_offset,
+							       data_loader, &dl,
+							       &blk);
+				if (ret)
+					return ret;
+				if (blk->size < block_len) {
+					lsq_block_put(blk);
+					return lsq_image_corrupt(
+						img, LSQ_ERR_CORRUPT, data_offset,
+						"block %u of inode %u decompressed to %zu bytes, expected %llu",
+						index, file->inode_number,
+						blk->size,
+						(unsigned long long)block_len);
+				}
+				memcpy(dst, blk->data + in_block, n);
+				lsq_block_put(blk);
+			}
+			data_offset += SQUASHFS_BLOCK_ONDISK_SIZE(word);
+		}
+		dst += n;
+		offset += n;
+		index++;
+	}
+	*nread = len;
+	return LSQ_OK;
+}
+
+int lsq_image_read(struct lsq_image *img, const struct lsq_inode *file,
+		   void *buf, size_t len, uint64_t offset, size_t *nread)
+{
+	if (S_ISDIR(file->mode))
+		return LSQ_ERR_IS_DIR;
+	if (!S_ISREG(file->mode))
+		return LSQ_ERR_INVALID;
+	return lsq_file_read(img, file, buf, len, offset, nread);
+}

@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * image_internal.h - state of an opened image, shared by the files of
+ * src/image/. Everything here is immutable after lsq_image_open() except
+ * the caches, which are thread-safe on their own.
+ */
+#ifndef LSQ_IMAGE_INTERNAL_H
+#define LSQ_IMAGE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cache/block_cache.h"
+#include "codec/codec.h"
+#include "format/ondisk.h"
+#include "format/superblock.h"
+#include "lsq/image.h"
+
+/* A metadata table: where its blocks may lie. */
+struct meta_table {
+	uint64_t start; /* absolute offset of the table's first block */
+	uint64_t limit; /* no block of the table may reach past this */
+	const char *name;
+};
+
+/* "Lookup tables" (ids, fragments, export, xattr ids): an index of u64
+ * block locations, read at open, pointing at metadata blocks of fixed-size
+ * entries. */
+struct lookup_table {
+	uint64_t *blocks;  /* absolute offsets of the metadata blocks */
+	uint32_t nblocks;
+	uint32_t count;    /* number of entries */
+	uint32_t entry_size;
+	const char *name;
+};
+
+struct lsq_image {
+	struct lsq_source *src;
+	struct lsq_superblock sb;
+	struct lsq_image_info info;
+	struct lsq_codec *codec;
+
+	struct meta_table inode_table;
+	struct meta_table dir_table;
+	struct meta_table xattr_table; /* start 0 when the image has none */
+
+	uint32_t *ids;  /* the whole id table, decoded at open */
+	struct lookup_table frag_table;
+	struct lookup_table export_table;
+	struct lookup_table xattr_ids;
+
+	struct lsq_block_cache *meta_cache; /* key: absolute block offset */
+	struct lsq_block_cache *frag_cache; /* key: fragment index */
+	struct lsq_block_cache *data_cache; /* key: absolute block offset */
+	struct lsq_block_cache *blockidx_cache; /* key: inode ref */
+};
+
+/* A position in a metadata stream. */
+struct meta_cursor {
+	const struct meta_table *table;
+	uint64_t block;   /* absolute offset of the current metadata block */
+	uint32_t offset;  /* offset inside its decompressed bytes */
+};
+
+/* Position a cursor at ref-style (block relative to table, offset). */
+void lsq_meta_cursor_init(struct meta_cursor *cur,
+			  const struct meta_table *table, uint64_t rel_block,
+			  uint32_t offset);
+
+/* Read len bytes from the metadata stream and advance. */
+int lsq_meta_read(struct lsq_image *img, struct meta_cursor *cur, void *buf,
+		  size_t len);
+
+/* Skip len bytes of the metadata stream. */
+int lsq_meta_skip(struct lsq_image *img, struct meta_cursor *cur, size_t len);
+
+/* Fetch a decompressed metadata block (referenced; lsq_block_put it).
+ * blk->aux is the absolute offset of the following block. */
+int lsq_meta_block_get(struct lsq_image *img, uint64_t offset,
+		       struct lsq_block **out);
+
+/* Read entry index of a lookup table into buf (entry_size bytes). */
+int lsq_lookup_table_read(struct lsq_image *img, const struct lookup_table *t,
+			  uint32_t index, void *buf);
+
+/* Load a lookup table's index at open. */
+int lsq_lookup_table_load(struct lsq_image *img, struct lookup_table *t,
+			  uint64_t index_start, uint32_t count,
+			  uint32_t entry_size, const char *name, char *err,
+			  size_t errlen);
+void lsq_lookup_table_free(struct lookup_table *t);
+
+/* Read a data or fragment block of on-disk size word 'size_word' at
+ * absolute offset and decompress it into a new block of up to out_cap
+ * bytes (referenced, caller puts). */
+int lsq_data_block_load(struct lsq_image *img, uint64_t offset,
+			uint32_t size_word, size_t out_cap,
+			struct lsq_block **out);
+
+/* Loaders registered with the caches. */
+int lsq_meta_loader(void *ctx, uint64_t key, struct lsq_block **out);
+int lsq_frag_loader(void *ctx, uint64_t key, struct lsq_block **out);
+
+/* Report corruption once per (offset) and return err. */
+int lsq_image_corrupt(struct lsq_image *img, int err, uint64_t offset,
+		      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* file.c */
+int lsq_file_read(struct lsq_image *img, const struct lsq_inode *file,
+		  void *buf, size_t len, uint64_t offset, size_t *nread);
+
+#endif

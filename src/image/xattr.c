@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xattr.c - extended attributes: the xattr id table maps an inode's index to
+ * a run of key/value pairs in the xattr metadata stream; a value may live
+ * out of line (shared between inodes), reached through a reference.
+ *
+ * Prefixes are served as the kernel does: type 0 user., 1 trusted.,
+ * 2 security.; an empty value is a value.
+ */
+#include <string.h>
+
+#include "common/endian.h"
+#include "image/image_internal.h"
+#include "lsq/error.h"
+
+static const char *const prefixes[] = { "user.", "trusted.", "security." };
+
+struct xattr_run {
+	struct meta_cursor cur;
+	uint32_t count;
+};
+
+static int xattr_open(struct lsq_image *img, const struct lsq_inode *inode,
+		      struct xattr_run *run)
+{
+	uint8_t e[SQUASHFS_XATTR_ID_SIZE];
+	uint64_t ref;
+	int ret;
+
+	run->count = 0;
+	if (inode->xattr_index == LSQ_NO_XATTR || !img->xattr_ids.count)
+		return LSQ_OK;
+	ret = lsq_lookup_table_read(img, &img->xattr_ids, inode->xattr_index, e);
+	if (ret)
+		return ret;
+	ref = lsq_le64(e);
+	run->count = lsq_le32(e + 8);
+	lsq_meta_cursor_init(&run->cur, &img->xattr_table, ref >> 16,
+			     ref & 0xffff);
+	return LSQ_OK;
+}
+
+struct xattr_key {
+	unsigned prefix;   /* index into prefixes, or >= 3 for unknown */
+	bool out_of_line;
+	char name[256];
+	size_t name_len;
+};
+
+static int read_key(struct lsq_image *img, struct meta_cursor *cur,
+		    struct xattr_key *k)
+{
+	uint8_t b[4];
+	uint16_t type;
+	int ret;
+
+	ret = lsq_meta_read(img, cur, b, 4);
+	if (ret)
+		return ret;
+	type = lsq_le16(b);
+	k->name_len = lsq_le16(b + 2);
+	k->prefix = type & SQUASHFS_XATTR_PREFIX_MASK;
+	k->out_of_line = (type & SQUASHFS_XATTR_VALUE_OOL) != 0;
+	if (k->name_len >= sizeof(k->name))
+		return lsq_image_corrupt(img, LSQ_ERR_CORRUPT, cur->block,
+					 "xattr name of %zu bytes", k->name_len);
+	ret = lsq_meta_read(img, cur, k->name, k->name_len);
+	if (ret)
+		return ret;
+	k->name[k->name_len] = '\0';
+	return LSQ_OK;
+}
+
+/* Read the value header at cur; for out-of-line values follow the
+ * reference. Leaves *vcur at the value bytes and *vsize their count. */
+static int read_value_header(struct lsq_image *img, struct meta_cursor *cur,
+			     const struct xattr_key *k, struct meta_cursor *vcur,
+			     uint32_t *vsize)
+{
+	uint8_t b[12];
+	int ret;
+
+	ret = lsq_meta_read(img, cur, b, 4);
+	if (ret)
+		return ret;
+	*vsize = lsq_le32(b);
+	if (!k->out_of_line) {
+		*vcur = *cur;
+		return lsq_meta_skip(img, cur, *vsize);
+	}
+	if (*vsize != 8)
+		return lsq_image_corrupt(img, LSQ_ERR_CORRUPT, cur->block,
+					 "out-of-line xattr reference of %u bytes",
+					 *vsize);
+	ret = lsq_meta_read(img, cur, b, 8);
+	if (ret)
+		return ret;
+	lsq_meta_cursor_init(vcur, &img->xattr_table, lsq_le64(b) >> 16,
+			     lsq_le64(b) & 0xffff);
+	ret = lsq_meta_read(img, vcur, b, 4);
+	if (ret)
+		return ret;
+	*vsize = lsq_le32(b);
+	return LSQ_OK;
+}
+
+int lsq_image_listxattr(struct lsq_image *img, const struct lsq_inode *inode,
+			char *buf, size_t size, size_t *needed)
+{
+	struct xattr_run run;
+	size_t total = 0;
+	int ret;
+
+	ret = xattr_open(img, inode, &run);
+	if (ret)
+		return ret;
+	for (uint32_t i = 0; i < run.count; i++) {
+		struct meta_cursor vcur;
+		struct xattr_key k;
+		uint32_t vsize;
+		size_t plen, n;
+
+		ret = read_key(img, &run.cur, &k);
+		if (!ret)
+			ret = read_value_header(img, &run.cur, &k, &vcur, &vsize);
+		if (ret)
+			return ret;
+		if (k.prefix >= 3)
+			continue; /* unknown namespace: not listed, as the kernel */
+		plen = strlen(prefixes[k.prefix]);
+		n = plen + k.name_len + 1;
+		if (size) {
+			if (total + n > size)
+				return LSQ_ERR_RANGE;
+			memcpy(buf + total, prefixes[k.prefix], plen);
+			memcpy(buf + total + plen, k.name, k.name_len);
+			buf[total + n - 1] = '\0';
+		}
+		total += n;
+	}
+	*needed = total;
+	return LSQ_OK;
+}
+
+int lsq_image_getxattr(struct lsq_image *img, const struct lsq_inode *inode,
+		       const char *name, void *buf, size_t size,
+		       size_t *needed)
+{
+	struct xattr_run run;
+	unsigned prefix;
+	const char *suffix = NULL;
+	size_t suffix_len;
+	int ret;
+
+	for (prefix = 0; prefix < 3; prefix++) {
+		size_t plen = strlen(prefixes[prefix]);
+
+		if (!strncmp(name, prefixes[prefix], plen)) {
+			suffix = name + plen;
+			break;
+		}
+	}
+	if (!suffix)
+		return LSQ_ERR_NO_XATTR;
+	suffix_len = strlen(suffix);
+
+	ret = xattr_open(img, inode, &run);
+	if (ret)
+		return ret;
+	for (uint32_t i = 0; i < run.count; i++) {
+		struct meta_cursor vcur;
+		struct xattr_key k;
+		uint32_t vsize;
+
+		ret = read_key(img, &run.cur, &k);
+		if (!ret)
+			ret = read_value_header(img, &run.cur, &k, &vcur, &vsize);
+		if (ret)
+			return ret;
+		if (k.prefix != prefix || k.name_len != suffix_len ||
+		    memcmp(k.name, suffix, suffix_len))
+			continue;
+		if (size) {
+			if (vsize > size)
+				return LSQ_ERR_RANGE;
+			ret = lsq_meta_read(img, &vcur, buf, vsize);
+			if (ret)
+				return ret;
+		}
+		*needed = vsize;
+		return LSQ_OK;
+	}
+	return LSQ_ERR_NO_XATTR;
+}

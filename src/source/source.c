@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/* source.c - dispatch and accounting shared by every byte source. */
+#include <stdlib.h>
+
+#include "common/checked_math.h"
+#include "lsq/error.h"
+#include "lsq/source.h"
+
+int lsq_source_read_at(struct lsq_source *src, void *buf, size_t len,
+		       uint64_t offset)
+{
+	int ret;
+
+	/* Checked once here so no implementation can forget it. */
+	if (lsq_range_outside(offset, len, src->size))
+		return LSQ_ERR_OUT_OF_BOUNDS;
+	if (len == 0)
+		return LSQ_OK;
+	ret = src->ops->read_at(src, buf, len, offset);
+	atomic_fetch_add_explicit(&src->stats.reads, 1, memory_order_relaxed);
+	if (ret == LSQ_OK)
+		atomic_fetch_add_explicit(&src->stats.bytes_read, len,
+					  memory_order_relaxed);
+	else
+		atomic_fetch_add_explicit(&src->stats.failures, 1,
+					  memory_order_relaxed);
+	return ret;
+}
+
+void lsq_source_advise(struct lsq_source *src, uint64_t offset, uint64_t len)
+{
+	if (src->ops->advise)
+		src->ops->advise(src, offset, len);
+}
+
+void lsq_source_destroy(struct lsq_source *src)
+{
+	if (src)
+		src->ops->destroy(src);
+}

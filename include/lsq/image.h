@@ -56,6 +56,7 @@ struct lsq_inode {
 		uint64_t a, b, c, d, g;
 		uint32_t e, f;
 		uint32_t xattr_size; /* bytes of xattrs, for st_blocks */
+		uint32_t disk_type;  /* on-disk inode type, 1..14 */
 	} priv;
 };
 
@@ -141,7 +142,9 @@ int lsq_image_readlink(struct lsq_image *img, const struct lsq_inode *link,
 
 /* listxattr(2) semantics: names with their prefixes ("user.", "trusted.",
  * "security."), each NUL-terminated. size 0 only computes *needed.
- * LSQ_ERR_RANGE when size is non-zero and too small. */
+ * LSQ_ERR_RANGE when size is non-zero and too small. On an image without
+ * an xattr table, LSQ_ERR_UNSUPPORTED for the inodes where the kernel says
+ * EOPNOTSUPP (directories, symlinks, extended inodes). */
 int lsq_image_listxattr(struct lsq_image *img, const struct lsq_inode *inode,
 			char *buf, size_t size, size_t *needed);
 

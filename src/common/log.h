@@ -11,7 +11,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-enum lsq_log_level { LSQ_LOG_ERROR, LSQ_LOG_WARNING, LSQ_LOG_INFO, LSQ_LOG_DEBUG };
+enum lsq_log_level {
+	LSQ_LOG_SILENT = -1, /* as a threshold only: log nothing */
+	LSQ_LOG_ERROR,
+	LSQ_LOG_WARNING,
+	LSQ_LOG_INFO,
+	LSQ_LOG_DEBUG,
+};
 
 /* Process-wide settings; set once at start-up before threads exist. */
 void lsq_log_set_level(enum lsq_log_level level);

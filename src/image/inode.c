@@ -86,6 +86,7 @@ int lsq_image_inode(struct lsq_image *img, lsq_inode_ref ref,
 	ino.mtime = lsq_le32(b + 8);
 	ino.inode_number = lsq_le32(b + 12);
 	ino.xattr_index = LSQ_NO_XATTR;
+	ino.priv.disk_type = type;
 	if (ino.inode_number == 0 || ino.inode_number > img->sb.inode_count)
 		return bad_inode(img, ref, "inode number out of range");
 

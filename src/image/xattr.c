@@ -8,6 +8,7 @@
  * 2 security.; an empty value is a value.
  */
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/endian.h"
 #include "image/image_internal.h"
@@ -111,6 +112,13 @@ int lsq_image_listxattr(struct lsq_image *img, const struct lsq_inode *inode,
 	size_t total = 0;
 	int ret;
 
+	/* Without an xattr table the kernel has no xattr handlers; inodes
+	 * whose inode_operations carry listxattr (dirs, symlinks, extended
+	 * inodes) then fail with EOPNOTSUPP, the others list nothing. */
+	if (img->sb.xattr_id_table_start == SQUASHFS_INVALID_BLK &&
+	    (S_ISDIR(inode->mode) || S_ISLNK(inode->mode) ||
+	     inode->priv.disk_type > SQUASHFS_SOCKET_TYPE))
+		return LSQ_ERR_UNSUPPORTED;
 	ret = xattr_open(img, inode, &run);
 	if (ret)
 		return ret;

@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * codec.c - registry of SquashFS compressor ids and the public entry points.
+ */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "lsq/error.h"
+#include "common/log.h"
+#include "codec/codec.h"
+#include "codec/codec_i.h"
+
+/* More slots than this only cost memory: contention is already nil. */
+#define MAX_CONTEXTS 1024u
+
+struct lsq_codec {
+	const struct lsq_codec_ops *ops;
+	struct lsq_codec_cfg cfg;
+	struct lsq_codec_pool *pool; /* NULL for stateless codecs */
+};
+
+static const struct lsq_codec_ops *ops_for_id(unsigned id)
+{
+	switch (id) {
+	case LSQ_CODEC_GZIP: return &lsq_codec_zlib_ops;
+	case LSQ_CODEC_LZMA: return &lsq_codec_lzma_ops;
+#if LSQ_HAVE_LZO
+	case LSQ_CODEC_LZO: return &lsq_codec_lzo_ops;
+#endif
+	case LSQ_CODEC_XZ: return &lsq_codec_xz_ops;
+	case LSQ_CODEC_LZ4: return &lsq_codec_lz4_ops;
+	case LSQ_CODEC_ZSTD: return &lsq_codec_zstd_ops;
+	}
+	return NULL;
+}
+
+const char *lsq_codec_name(unsigned id)
+{
+	/* every id, built in or not, so errors can name what is missing */
+	switch (id) {
+	case LSQ_CODEC_GZIP: return "gzip";
+	case LSQ_CODEC_LZMA: return "lzma";
+	case LSQ_CODEC_LZO: return "lzo";
+	case LSQ_CODEC_XZ: return "xz";
+	case LSQ_CODEC_LZ4: return "lz4";
+	case LSQ_CODEC_ZSTD: return "zstd";
+	}
+	return "unknown";
+}
+
+bool lsq_codec_supported(unsigned id)
+{
+	return ops_for_id(id) != NULL;
+}
+
+const char *lsq_codec_list(void)
+{
+#if LSQ_HAVE_LZO
+	return "gzip lzma lzo xz lz4 zstd";
+#else
+	return "gzip lzma xz lz4 zstd";
+#endif
+}
+
+static unsigned default_contexts(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (n < 1)
+		return 1;
+	return n > (long)MAX_CONTEXTS ? MAX_CONTEXTS : (unsigned)n;
+}
+
+int lsq_codec_create(unsigned id, const void *options, size_t options_len,
+		     uint32_t block_size, unsigned contexts,
+		     struct lsq_codec **out)
+{
+	const struct lsq_codec_ops *ops = ops_for_id(id);
+	struct lsq_codec *codec;
+	int err;
+
+	if (!out || (!options && options_len != 0))
+		return LSQ_ERR_INVALID;
+	if (!ops)
+		return LSQ_ERR_UNSUPPORTED;
+	if (ops->global_init) {
+		err = ops->global_init();
+		if (err < 0)
+			return err;
+	}
+
+	codec = calloc(1, sizeof(*codec));
+	if (!codec)
+		return LSQ_ERR_NOMEM;
+	codec->ops = ops;
+	codec->cfg.block_size = block_size;
+
+	if (options) {
+		if (options_len != ops->options_len || ops->options_len == 0) {
+			lsq_debug("%s: compressor options of %zu bytes, "
+				  "expected %zu", ops->name, options_len,
+				  ops->options_len);
+			err = LSQ_ERR_CORRUPT;
+			goto fail_free_codec;
+		}
+		err = ops->parse_options(options, &codec->cfg);
+		if (err < 0)
+			goto fail_free_codec;
+	} else if (ops->default_options) {
+		ops->default_options(&codec->cfg);
+	}
+
+	if (ops->ctx_create) {
+		if (contexts == 0)
+			contexts = default_contexts();
+		else if (contexts > MAX_CONTEXTS)
+			contexts = MAX_CONTEXTS;
+		err = lsq_codec_pool_create(ops, &codec->cfg, contexts,
+					    &codec->pool);
+		if (err < 0)
+			goto fail_free_codec;
+	}
+	*out = codec;
+	return LSQ_OK;
+
+fail_free_codec:
+	free(codec);
+	return err;
+}
+
+void lsq_codec_destroy(struct lsq_codec *codec)
+{
+	if (!codec)
+		return;
+	lsq_codec_pool_destroy(codec->pool);
+	free(codec);
+}
+
+int lsq_codec_decompress(struct lsq_codec *codec, const void *in,
+			 size_t in_len, void *out, size_t out_cap,
+			 size_t *out_len)
+{
+	struct lsq_codec_slot *slot;
+	void *ctx = NULL;
+	uint8_t dummy;
+	int err;
+
+	if (!codec || !out_len || (!in && in_len) || (!out && out_cap))
+		return LSQ_ERR_INVALID;
+	/* no format here encodes anything in zero bytes */
+	if (in_len == 0)
+		return LSQ_ERR_CODEC;
+	/* libraries may reject a NULL buffer even when it is never written */
+	if (!out)
+		out = &dummy;
+
+	if (!codec->pool)
+		return codec->ops->decompress(&codec->cfg, NULL, in, in_len,
+					      out, out_cap, out_len);
+
+	err = lsq_codec_pool_acquire(codec->pool, &slot, &ctx);
+	if (err < 0)
+		return err;
+	err = codec->ops->decompress(&codec->cfg, ctx, in, in_len, out,
+				     out_cap, out_len);
+	lsq_codec_pool_release(slot);
+	return err;
+}

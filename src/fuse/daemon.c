@@ -1,0 +1,337 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon.c - start-up and shut-down of sqfs-lazy-mount.
+ *
+ * The order is what scripts rely on:
+ *  1. options, checked completely (ours, then libfuse's through
+ *     fuse_session_new(), which mounts nothing);
+ *  2. the image, opened and validated, so a bad one fails with one line
+ *     and nothing mounted;
+ *  3. signal handlers, then the mount;
+ *  4. without -f, fuse_daemonize(): its parent exits 0 only once the child
+ *     is detached, and the mount already exists by then, so a script can
+ *     use it as soon as the command returns (requests wait in the kernel
+ *     until the loop picks them up);
+ *  5. the request loop, until SIGTERM/SIGINT/SIGHUP or an unmount;
+ *  6. unmount, remove the handlers, destroy the session, close the image.
+ */
+#include "fuse/daemon.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+#include <syslog.h>
+
+#include "codec/codec.h"
+#include "common/log.h"
+#include "fuse/mount.h"
+#include "fuse/options.h"
+#include "fuse/stats.h"
+#include "lsq/error.h"
+#include "lsq/source.h"
+
+#define PROG "sqfs-lazy-mount"
+
+/* A thread that waits for SIGUSR1 and logs the counters, so nothing is
+ * logged from a signal handler. */
+struct stats_watcher {
+	pthread_t thread;
+	struct lsq_mount *m;
+	atomic_bool stop;
+	bool running;
+};
+
+static void log_stats(struct lsq_mount *m)
+{
+	struct lsq_image_stats st;
+	char line[512];
+
+	lsq_image_get_stats(m->img, &st);
+	lsq_stats_format_line(&st, line, sizeof(line));
+	lsq_log(LSQ_LOG_INFO, "stats: %s", line);
+}
+
+static void *watch_stats(void *arg)
+{
+	struct stats_watcher *w = arg;
+	sigset_t set;
+	int sig;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	for (;;) {
+		if (sigwait(&set, &sig) != 0)
+			continue;
+		if (atomic_load(&w->stop))
+			break;
+		log_stats(w->m);
+	}
+	return NULL;
+}
+
+static void start_watcher(struct stats_watcher *w, struct lsq_mount *m)
+{
+	sigset_t all, old;
+	int err;
+
+	w->m = m;
+	atomic_init(&w->stop, false);
+	/* All signals blocked in the watcher: SIGTERM must reach the main
+	 * thread, whose wait in the session loop it interrupts. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	err = pthread_create(&w->thread, NULL, watch_stats, w);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err) {
+		lsq_warn("SIGUSR1 stats disabled: cannot start thread: %s",
+			 strerror(err));
+		return;
+	}
+	w->running = true;
+}
+
+static void stop_watcher(struct stats_watcher *w)
+{
+	if (!w->running)
+		return;
+	atomic_store(&w->stop, true);
+	pthread_kill(w->thread, SIGUSR1);
+	pthread_join(w->thread, NULL);
+	w->running = false;
+}
+
+/* libfuse's messages once stderr is /dev/null. */
+__attribute__((format(printf, 2, 0)))
+static void log_from_fuse(enum fuse_log_level level, const char *fmt,
+			  va_list ap)
+{
+	enum lsq_log_level lvl;
+	char line[1024];
+	size_t len;
+
+	vsnprintf(line, sizeof(line), fmt, ap);
+	len = strlen(line);
+	while (len > 0 && line[len - 1] == '\n')
+		line[--len] = '\0';
+	if (len == 0)
+		return;
+	if (level <= FUSE_LOG_ERR)
+		lvl = LSQ_LOG_ERROR;
+	else if (level == FUSE_LOG_WARNING)
+		lvl = LSQ_LOG_WARNING;
+	else if (level <= FUSE_LOG_INFO)
+		lvl = LSQ_LOG_INFO;
+	else
+		lvl = LSQ_LOG_DEBUG;
+	lsq_log(lvl, "%s", line);
+}
+
+static int run_loop(struct fuse_session *se,
+		    const struct lsq_mount_options *opt)
+{
+	struct fuse_loop_config *cfg;
+	int ret;
+
+	if (opt->single_thread)
+		return fuse_session_loop(se);
+	cfg = fuse_loop_cfg_create();
+	if (!cfg)
+		return -ENOMEM;
+	/* One /dev/fuse descriptor per worker spares them a shared queue. */
+	fuse_loop_cfg_set_clone_fd(cfg, 1);
+	fuse_loop_cfg_set_max_threads(cfg, opt->threads);
+	ret = fuse_session_loop_mt(se, cfg);
+	fuse_loop_cfg_destroy(cfg);
+	return ret;
+}
+
+static int open_image(const struct lsq_mount_options *opt,
+		      struct lsq_image **img)
+{
+	struct lsq_source *src;
+	char errbuf[512] = "";
+	int err;
+
+	err = lsq_source_file_open(opt->image, opt->offset, &src);
+	if (err == LSQ_ERR_IO) {
+		lsq_err_log("%s: %s", opt->image, strerror(errno));
+		return err;
+	}
+	if (err == LSQ_ERR_OUT_OF_BOUNDS) {
+		lsq_err_log("%s: offset %" PRIu64 " is past the end of the file",
+			    opt->image, opt->offset);
+		return err;
+	}
+	if (err) {
+		lsq_err_log("%s: %s", opt->image, lsq_strerror(err));
+		return err;
+	}
+	err = lsq_image_open(src, &opt->image_opts, img, errbuf,
+			     sizeof(errbuf));
+	if (err) {
+		lsq_err_log("%s: %s", opt->image,
+			    errbuf[0] ? errbuf : lsq_strerror(err));
+		lsq_source_destroy(src);
+	}
+	return err;
+}
+
+static int run_mount(struct lsq_mount_options *opt)
+{
+	struct lsq_mount m = {
+		.entry_timeout = opt->entry_timeout,
+		.attr_timeout = opt->attr_timeout,
+		.max_read = opt->max_read,
+		.handles_lock = PTHREAD_MUTEX_INITIALIZER,
+	};
+	struct stats_watcher watcher = { .running = false };
+	struct fuse_session *se;
+	sigset_t usr1;
+	int status = 1;
+	int ret;
+
+	/* Blocked from the start, so an early SIGUSR1 cannot kill us; every
+	 * thread created later inherits the mask and only the watcher takes
+	 * it, with sigwait(). */
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &usr1, NULL);
+	if (opt->debug)
+		lsq_log_set_level(LSQ_LOG_DEBUG);
+
+	/* libfuse's connection tunables (max_readahead, ...) are not known
+	 * to fuse_session_new(); take them out first, apply them in init. */
+	m.conn_opts = fuse_parse_conn_info_opts(&opt->fuse_args);
+	if (!m.conn_opts)
+		return 1;
+	/* Checks the remaining options; nothing is mounted yet. */
+	se = fuse_session_new(&opt->fuse_args, &lsq_fuse_ops,
+			      sizeof(lsq_fuse_ops), &m);
+	if (!se)
+		goto out_free;
+	if (open_image(opt, &m.img))
+		goto out_destroy;
+	m.root = lsq_image_root(m.img);
+
+	if (fuse_set_signal_handlers(se) != 0)
+		goto out_destroy;
+	if (fuse_session_mount(se, opt->mountpoint) != 0)
+		goto out_remove_handlers;
+	if (!opt->foreground) {
+		if (fuse_daemonize(0) != 0)
+			goto out_unmount;
+		openlog(PROG, LOG_PID, LOG_DAEMON);
+		lsq_log_use_syslog(true);
+		fuse_set_log_func(log_from_fuse);
+	}
+
+	start_watcher(&watcher, &m);
+	ret = run_loop(se, opt);
+	stop_watcher(&watcher);
+	/* > 0 is the signal that ended the loop: a clean stop */
+	if (ret < 0)
+		lsq_err_log("%s: request loop failed: %s", opt->mountpoint,
+			    strerror(-ret));
+	else
+		status = 0;
+
+out_unmount:
+	fuse_session_unmount(se);
+out_remove_handlers:
+	fuse_remove_signal_handlers(se);
+out_destroy:
+	fuse_session_destroy(se);
+	lsq_image_close(m.img);
+out_free:
+	free(m.conn_opts);
+	return status;
+}
+
+/* --stats: read the counters of a running mount through its root xattr. */
+static int print_stats(const char *mountpoint)
+{
+	char *buf = NULL;
+	ssize_t len = -1;
+
+	/* The value can grow between the size probe and the read. */
+	for (int tries = 0; tries < 5; tries++) {
+		char *nbuf;
+
+		len = getxattr(mountpoint, LSQ_STATS_XATTR, NULL, 0);
+		if (len < 0)
+			break;
+		nbuf = realloc(buf, (size_t)len + 1);
+		if (!nbuf) {
+			errno = ENOMEM;
+			len = -1;
+			break;
+		}
+		buf = nbuf;
+		len = getxattr(mountpoint, LSQ_STATS_XATTR, buf, (size_t)len);
+		if (len >= 0 || errno != ERANGE)
+			break;
+	}
+	if (len < 0) {
+		int e = errno;
+
+		if (e == ENODATA || e == ENOTSUP)
+			lsq_err_log("%s: no statistics here (not the root of a "
+				    "sqfs-lazy mount?)", mountpoint);
+		else
+			lsq_err_log("%s: %s", mountpoint, strerror(e));
+		free(buf);
+		return 1;
+	}
+	fwrite(buf, 1, (size_t)len, stdout);
+	if (len > 0 && buf[len - 1] != '\n')
+		putchar('\n');
+	free(buf);
+	return fflush(stdout) == 0 ? 0 : 1;
+}
+
+static void print_version(void)
+{
+	printf(PROG " %s\n", LSQ_VERSION);
+	printf("compressors: %s\n", lsq_codec_list());
+	printf("libfuse: %s\n", fuse_pkgversion());
+}
+
+int lsq_mount_main(int argc, char **argv)
+{
+	struct lsq_mount_options opt;
+	int status = 1;
+	int err;
+
+	lsq_log_set_prefix(PROG);
+	err = lsq_mount_options_parse(&opt, argc, argv);
+	if (err == LSQ_ERR_NOMEM)
+		lsq_err_log("%s", lsq_strerror(err));
+	if (err)
+		goto out;
+
+	switch (opt.mode) {
+	case LSQ_MODE_HELP:
+		lsq_mount_options_help(stdout);
+		status = 0;
+		break;
+	case LSQ_MODE_VERSION:
+		print_version();
+		status = 0;
+		break;
+	case LSQ_MODE_STATS:
+		status = print_stats(opt.mountpoint);
+		break;
+	case LSQ_MODE_MOUNT:
+		status = run_mount(&opt);
+		break;
+	}
+out:
+	lsq_mount_options_fini(&opt);
+	return status;
+}

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mount.h - state shared by one mount's FUSE operations.
+ *
+ * Every request reaches it through fuse_req_userdata(); there is no other
+ * mutable global in the FUSE layer. All fields but the handle list are set
+ * before the session starts and read-only afterwards, so the worker threads
+ * share them unlocked.
+ */
+#ifndef LSQ_FUSE_MOUNT_H
+#define LSQ_FUSE_MOUNT_H
+
+/* 3.12 is the first API with fuse_loop_cfg_*(); meson asks for it. */
+#define FUSE_USE_VERSION 312
+
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "lsq/image.h"
+
+/* The root xattr through which a running mount reports its counters. It is
+ * served only when the image has no real attribute of that name, and is not
+ * listed by listxattr. */
+#define LSQ_STATS_XATTR "user.sqfs-lazy.stats"
+
+struct lsq_handle;
+
+struct lsq_mount {
+	struct lsq_image *img;
+	lsq_inode_ref root;
+	double entry_timeout;   /* seconds; the image never changes */
+	double attr_timeout;
+	unsigned max_read;      /* -o max_read, 0 when not given */
+	/* libfuse's own connection options (max_readahead, ...), applied in
+	 * init after our defaults; NULL when none were given */
+	struct fuse_conn_info_opts *conn_opts;
+	/* Open files and directories. Only so the ones whose release the
+	 * kernel drops at unmount can be freed in destroy; reads never
+	 * touch the list. */
+	pthread_mutex_t handles_lock;
+	struct lsq_handle *handles; /* protected by handles_lock */
+};
+
+extern const struct fuse_lowlevel_ops lsq_fuse_ops;
+
+#endif

@@ -1,0 +1,558 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ops.c - the FUSE low-level operations of a read-only SquashFS mount.
+ *
+ * Every operation is a thin translation onto include/lsq/image.h. Node ids
+ * are inode references (fuse/inode_map.h), so there is no inode table to
+ * lock and forget has nothing to do. Open files and directories carry a
+ * handle with their decoded inode in fi->fh, so reads skip the inode
+ * decode.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "fuse/inode_map.h"
+#include "fuse/mount.h"
+#include "fuse/reply.h"
+#include "fuse/stats.h"
+#include "lsq/error.h"
+
+/* SquashFS stores names of up to 256 bytes (the kernel driver's
+ * SQUASHFS_NAME_LEN); fuse_add_direntry() wants them NUL-terminated. */
+#define LSQ_DIRENT_NAME_MAX 256
+
+static struct lsq_mount *mount_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static int inode_of(struct lsq_mount *m, fuse_ino_t ino, struct lsq_inode *out)
+{
+	lsq_inode_ref ref;
+
+	if (!lsq_ref_from_nodeid(ino, m->root, &ref))
+		return LSQ_ERR_INVALID;
+	return lsq_image_inode(m->img, ref, out);
+}
+
+/* What fi->fh points to for an open file or directory. */
+struct lsq_handle {
+	struct lsq_inode inode;
+	struct lsq_handle *prev, *next; /* protected by mount->handles_lock */
+};
+
+static struct lsq_handle *fh_handle(const struct fuse_file_info *fi)
+{
+	return (struct lsq_handle *)(uintptr_t)fi->fh;
+}
+
+static const struct lsq_inode *fh_inode(const struct fuse_file_info *fi)
+{
+	return &fh_handle(fi)->inode;
+}
+
+static void handle_link(struct lsq_mount *m, struct lsq_handle *h)
+{
+	pthread_mutex_lock(&m->handles_lock);
+	h->prev = NULL;
+	h->next = m->handles;
+	if (h->next)
+		h->next->prev = h;
+	m->handles = h;
+	pthread_mutex_unlock(&m->handles_lock);
+}
+
+static void handle_free(struct lsq_mount *m, struct lsq_handle *h)
+{
+	pthread_mutex_lock(&m->handles_lock);
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		m->handles = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	pthread_mutex_unlock(&m->handles_lock);
+	free(h);
+}
+
+static void fill_entry(struct lsq_mount *m, const struct lsq_inode *inode,
+		       struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = lsq_nodeid_from_ref(inode->ref, m->root);
+	e->generation = 0;
+	e->entry_timeout = m->entry_timeout;
+	e->attr_timeout = m->attr_timeout;
+	lsq_image_stat(m->img, inode, &e->attr);
+}
+
+static void lsq_op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct lsq_mount *m = userdata;
+	unsigned want = FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO |
+			FUSE_CAP_CACHE_SYMLINKS | FUSE_CAP_ASYNC_READ |
+			FUSE_CAP_PARALLEL_DIROPS;
+
+	conn->want |= want & conn->capable;
+	/* Cached pages can never be stale: skip the kernel's mtime/size
+	 * checks that would drop them. */
+	conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA;
+	/* Splice only helps replies that come from a file descriptor; ours
+	 * come from memory, so FUSE_CAP_SPLICE_* stay as libfuse left them.
+	 * conn->max_readahead already holds the most the kernel offers, and
+	 * libfuse sizes max_pages from max_write (1 MiB requests by default),
+	 * so both are left alone unless the user asked otherwise. */
+	if (m->max_read)
+		conn->max_read = m->max_read;
+	if (m->conn_opts)
+		fuse_apply_conn_info_opts(m->conn_opts, conn);
+	conn->want &= conn->capable;
+}
+
+/* The kernel drops releases still queued at unmount; free what is left
+ * once no worker runs any more. */
+static void lsq_op_destroy(void *userdata)
+{
+	struct lsq_mount *m = userdata;
+
+	while (m->handles)
+		handle_free(m, m->handles);
+}
+
+static void lsq_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct lsq_mount *m = mount_of(req);
+	struct lsq_inode dir, inode;
+	struct fuse_entry_param e;
+	int err;
+
+	err = inode_of(m, parent, &dir);
+	if (err)
+		goto fail;
+	err = lsq_image_lookup(m->img, &dir, name, strlen(name), &inode);
+	if (err == LSQ_ERR_NOT_FOUND) {
+		/* A negative entry: the kernel remembers the name is absent
+		 * (path searches probe many), which the image guarantees. */
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = m->entry_timeout;
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	if (err)
+		goto fail;
+	fill_entry(m, &inode, &e);
+	fuse_reply_entry(req, &e);
+	return;
+fail:
+	lsq_reply_err(req, err);
+}
+
+/* Node ids are stateless, so the kernel's lookup counts need no tracking. */
+static void lsq_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	fuse_reply_none(req);
+}
+
+static void lsq_op_forget_multi(fuse_req_t req, size_t count,
+				struct fuse_forget_data *forgets)
+{
+	fuse_reply_none(req);
+}
+
+static void lsq_op_getattr(fuse_req_t req, fuse_ino_t ino,
+			   struct fuse_file_info *fi)
+{
+	struct lsq_mount *m = mount_of(req);
+	struct lsq_inode inode;
+	struct stat st;
+	int err;
+
+	err = inode_of(m, ino, &inode);
+	if (err) {
+		lsq_reply_err(req, err);
+		return;
+	}
+	lsq_image_stat(m->img, &inode, &st);
+	fuse_reply_attr(req, &st, m->attr_timeout);
+}
+
+static void lsq_op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct lsq_mount *m = mount_of(req);
+	struct lsq_inode inode;
+	char *target;
+	int err;
+
+	err = inode_of(m, ino, &inode);
+	if (!err)
+		err = lsq_image_readlink(m->img, &inode, &target);
+	if (err) {
+		lsq_reply_err(req, err);
+		return;
+	}
+	fuse_reply_readlink(req, target);
+	free(target);
+}
+
+/* Decode the inode once per open and keep it in fi->fh. */
+static int open_common(struct lsq_mount *m, fuse_ino_t ino,
+		       struct fuse_file_info *fi, bool want_dir)
+{
+	struct lsq_handle *h;
+	int err;
+
+	h = malloc(sizeof(*h));
+	if (!h)
+		return LSQ_ERR_NOMEM;
+	err = inode_of(m, ino, &h->inode);
+	if (err)
+		goto fail_free;
+	if (want_dir && !S_ISDIR(h->inode.mode)) {
+		err = LSQ_ERR_NOT_DIR;
+		goto fail_free;
+	}
+	if (!want_dir && S_ISDIR(h->inode.mode)) {
+		err = LSQ_ERR_IS_DIR;
+		goto fail_free;
+	}
+	handle_link(m, h);
+	fi->fh = (uintptr_t)h;
+	/* Contents never change: keep the page cache across opens. */
+	fi->keep_cache = 1;
+	return LSQ_OK;
+fail_free:
+	free(h);
+	return err;
+}
+
+static void lsq_op_open(fuse_req_t req, fuse_ino_t ino,
+			struct fuse_file_info *fi)
+{
+	int err;
+
+	/* The VFS refuses writes on a read-only mount first; this is for
+	 * anything that gets past it. (O_APPEND alone is harmless, and the
+	 * kernel squashfs driver accepts it with O_RDONLY.) */
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+		lsq_reply_errno(req, EROFS);
+		return;
+	}
+	err = open_common(mount_of(req), ino, fi, false);
+	if (err) {
+		lsq_reply_err(req, err);
+		return;
+	}
+	/* Nothing is ever dirty: spare the kernel a FLUSH on every close. */
+	fi->noflush = 1;
+	if (fuse_reply_open(req, fi) != 0) /* interrupted: no release */
+		handle_free(mount_of(req), fh_handle(fi));
+}
+
+static void lsq_op_read(fuse_req_t req, fuse_ino_t ino, size_t size,
+			off_t off, struct fuse_file_info *fi)
+{
+	struct lsq_mount *m = mount_of(req);
+	size_t nread = 0;
+	char *buf;
+	int err;
+
+	if (off < 0) {
+		lsq_reply_err(req, LSQ_ERR_INVALID);
+		return;
+	}
+	buf = malloc(size ? size : 1);
+	if (!buf) {
+		lsq_reply_err(req, LSQ_ERR_NOMEM);
+		return;
+	}
+	err = lsq_image_read(m->img, fh_inode(fi), buf, size, (uint64_t)off,
+			     &nread);
+	if (err)
+		lsq_reply_err(req, err);
+	else
+		fuse_reply_buf(req, buf, nread);
+	free(buf);
+}
+
+static void lsq_op_release(fuse_req_t req, fuse_ino_t ino,
+			   struct fuse_file_info *fi)
+{
+	handle_free(mount_of(req), fh_handle(fi));
+	lsq_reply_ok(req);
+}
+
+static void lsq_op_opendir(fuse_req_t req, fuse_ino_t ino,
+			   struct fuse_file_info *fi)
+{
+	int err;
+
+	err = open_common(mount_of(req), ino, fi, true);
+	if (err) {
+		lsq_reply_err(req, err);
+		return;
+	}
+	/* Listings never change: let the kernel cache them, across opens
+	 * too (keep_cache, set above, also applies to that cache). */
+	fi->cache_readdir = 1;
+	if (fuse_reply_open(req, fi) != 0)
+		handle_free(mount_of(req), fh_handle(fi));
+}
+
+struct dir_fill {
+	fuse_req_t req;
+	struct lsq_mount *m;
+	const struct lsq_inode *dir;
+	bool plus;
+	char *buf;
+	size_t size;
+	size_t used;
+	int err;  /* failure that stopped the listing early */
+};
+
+/* lsq_dirent_fn: add one entry, or stop (1) without consuming it when it
+ * does not fit; the kernel resumes at its cookie with the next request. */
+static int fill_dirent(void *ctx, const struct lsq_dirent *ent)
+{
+	struct dir_fill *f = ctx;
+	char name[LSQ_DIRENT_NAME_MAX + 1];
+	struct fuse_entry_param e;
+	struct lsq_inode inode;
+	size_t need, room = f->size - f->used;
+	off_t next = (off_t)ent->next_cookie;
+
+	if (ent->name_len == 0 || ent->name_len > LSQ_DIRENT_NAME_MAX ||
+	    memchr(ent->name, '/', ent->name_len) ||
+	    memchr(ent->name, '\0', ent->name_len)) {
+		/* The kernel would reject such a name anyway; hide it. */
+		lsq_log_once(ent->ref, LSQ_LOG_WARNING,
+			     "skipping directory entry with an invalid name "
+			     "(inode %u)", (unsigned)ent->inode_number);
+		return 0;
+	}
+	memcpy(name, ent->name, ent->name_len);
+	name[ent->name_len] = '\0';
+
+	if (!f->plus) {
+		struct stat st = {
+			.st_ino = ent->inode_number,
+			.st_mode = ent->type,
+		};
+
+		need = fuse_add_direntry(f->req, f->buf + f->used, room, name,
+					 &st, next);
+		if (need > room)
+			return 1;
+		f->used += need;
+		return 0;
+	}
+
+	need = fuse_add_direntry_plus(f->req, NULL, 0, name, NULL, 0);
+	if (need > room)
+		return 1;
+	if (ent->is_dot) {
+		/* The kernel takes no lookup reference for "." and "..";
+		 * a zero node id tells it there is no entry to cache. */
+		memset(&e, 0, sizeof(e));
+		e.attr.st_ino = ent->inode_number;
+		e.attr.st_mode = ent->type;
+	} else {
+		int err = lsq_image_inode(f->m->img, ent->ref, &inode);
+
+		if (err) {
+			f->err = err;
+			return 1;
+		}
+		fill_entry(f->m, &inode, &e);
+	}
+	f->used += fuse_add_direntry_plus(f->req, f->buf + f->used, room, name,
+					  &e, next);
+	return 0;
+}
+
+static void readdir_common(fuse_req_t req, size_t size, off_t off,
+			   struct fuse_file_info *fi, bool plus)
+{
+	struct dir_fill f = {
+		.req = req,
+		.m = mount_of(req),
+		.dir = fh_inode(fi),
+		.plus = plus,
+		.size = size,
+	};
+	int err;
+
+	if (off < 0) {
+		lsq_reply_err(req, LSQ_ERR_INVALID);
+		return;
+	}
+	f.buf = malloc(size ? size : 1);
+	if (!f.buf) {
+		lsq_reply_err(req, LSQ_ERR_NOMEM);
+		return;
+	}
+	err = lsq_image_readdir(f.m->img, f.dir, (uint64_t)off, fill_dirent,
+				&f);
+	if (!err)
+		err = f.err;
+	/* What was listed before a failure is good; the failure is reported
+	 * when the kernel asks again from where this reply stops. */
+	if (err && f.used == 0)
+		lsq_reply_err(req, err);
+	else
+		fuse_reply_buf(req, f.buf, f.used);
+	free(f.buf);
+}
+
+static void lsq_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+			   off_t off, struct fuse_file_info *fi)
+{
+	readdir_common(req, size, off, fi, false);
+}
+
+static void lsq_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+			       off_t off, struct fuse_file_info *fi)
+{
+	readdir_common(req, size, off, fi, true);
+}
+
+static void lsq_op_releasedir(fuse_req_t req, fuse_ino_t ino,
+			      struct fuse_file_info *fi)
+{
+	handle_free(mount_of(req), fh_handle(fi));
+	lsq_reply_ok(req);
+}
+
+static void lsq_op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct statvfs st;
+
+	lsq_image_statfs(mount_of(req)->img, &st);
+	fuse_reply_statfs(req, &st);
+}
+
+/* Reply to a getxattr/listxattr: size 0 asks only for the length. The
+ * kernel caps size at XATTR_SIZE_MAX, so the buffer stays small. */
+static void reply_xattr_value(fuse_req_t req, const void *buf, size_t size,
+			      size_t needed)
+{
+	if (size == 0)
+		fuse_reply_xattr(req, needed);
+	else
+		fuse_reply_buf(req, buf, needed);
+}
+
+/* The counters as the value of LSQ_STATS_XATTR on the root. */
+static void reply_stats(fuse_req_t req, struct lsq_mount *m, size_t size)
+{
+	struct lsq_image_stats st;
+	size_t len;
+	char *buf;
+
+	if (size == 0) {
+		/* Counters grow between the probe and the read; promise
+		 * room for any values so the read cannot get ERANGE. */
+		fuse_reply_xattr(req, lsq_stats_max_len());
+		return;
+	}
+	lsq_image_get_stats(m->img, &st);
+	len = lsq_stats_format(&st, NULL, 0);
+	if (len > size) {
+		lsq_reply_err(req, LSQ_ERR_RANGE);
+		return;
+	}
+	buf = malloc(len + 1);
+	if (!buf) {
+		lsq_reply_err(req, LSQ_ERR_NOMEM);
+		return;
+	}
+	lsq_stats_format(&st, buf, len + 1);
+	fuse_reply_buf(req, buf, len);
+	free(buf);
+}
+
+static void lsq_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			    size_t size)
+{
+	struct lsq_mount *m = mount_of(req);
+	struct lsq_inode inode;
+	size_t needed = 0;
+	char *buf = NULL;
+	int err;
+
+	err = inode_of(m, ino, &inode);
+	if (err)
+		goto out;
+	if (size) {
+		buf = malloc(size);
+		if (!buf) {
+			err = LSQ_ERR_NOMEM;
+			goto out;
+		}
+	}
+	err = lsq_image_getxattr(m->img, &inode, name, buf, size, &needed);
+	/* UNSUPPORTED: an image without xattrs, where the kernel would say
+	 * EOPNOTSUPP; the stats are ours, not the image's, so still serve. */
+	if ((err == LSQ_ERR_NO_XATTR || err == LSQ_ERR_UNSUPPORTED) &&
+	    ino == FUSE_ROOT_ID && strcmp(name, LSQ_STATS_XATTR) == 0) {
+		reply_stats(req, m, size);
+		goto out_free;
+	}
+	if (!err)
+		reply_xattr_value(req, buf, size, needed);
+out:
+	if (err)
+		lsq_reply_err(req, err);
+out_free:
+	free(buf);
+}
+
+static void lsq_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct lsq_mount *m = mount_of(req);
+	struct lsq_inode inode;
+	size_t needed = 0;
+	char *buf = NULL;
+	int err;
+
+	err = inode_of(m, ino, &inode);
+	if (err)
+		goto out;
+	if (size) {
+		buf = malloc(size);
+		if (!buf) {
+			err = LSQ_ERR_NOMEM;
+			goto out;
+		}
+	}
+	err = lsq_image_listxattr(m->img, &inode, buf, size, &needed);
+	if (!err)
+		reply_xattr_value(req, buf, size, needed);
+out:
+	if (err)
+		lsq_reply_err(req, err);
+	free(buf);
+}
+
+const struct fuse_lowlevel_ops lsq_fuse_ops = {
+	.init = lsq_op_init,
+	.destroy = lsq_op_destroy,
+	.lookup = lsq_op_lookup,
+	.forget = lsq_op_forget,
+	.forget_multi = lsq_op_forget_multi,
+	.getattr = lsq_op_getattr,
+	.readlink = lsq_op_readlink,
+	.open = lsq_op_open,
+	.read = lsq_op_read,
+	.release = lsq_op_release,
+	.opendir = lsq_op_opendir,
+	.readdir = lsq_op_readdir,
+	.readdirplus = lsq_op_readdirplus,
+	.releasedir = lsq_op_releasedir,
+	.statfs = lsq_op_statfs,
+	.getxattr = lsq_op_getxattr,
+	.listxattr = lsq_op_listxattr,
+};

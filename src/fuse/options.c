@@ -1,0 +1,562 @@
+/* SPDX-License-Identifier: MIT */
+#include "fuse/options.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/log.h"
+#include "lsq/error.h"
+
+int lsq_parse_size(const char *s, uint64_t *out)
+{
+	const char *digits = s;
+	unsigned long long v;
+	unsigned shift = 0;
+	int base = 10;
+	char *end;
+
+	/* strtoull would take leading blanks and signs, and "010" as octal */
+	if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+		base = 16;
+		digits = s + 2;
+	}
+	if (!(base == 16 ? isxdigit((unsigned char)digits[0])
+			 : isdigit((unsigned char)digits[0])))
+		return LSQ_ERR_INVALID;
+	errno = 0;
+	v = strtoull(digits, &end, base);
+	if (errno == ERANGE)
+		return LSQ_ERR_OVERFLOW;
+	if (end[0] != '\0') {
+		switch (end[0]) {
+		case 'K': case 'k': shift = 10; break;
+		case 'M': case 'm': shift = 20; break;
+		case 'G': case 'g': shift = 30; break;
+		case 'T': case 't': shift = 40; break;
+		default: return LSQ_ERR_INVALID;
+		}
+		if (end[1] != '\0')
+			return LSQ_ERR_INVALID;
+	}
+	if (shift && v > (UINT64_MAX >> shift))
+		return LSQ_ERR_OVERFLOW;
+	*out = (uint64_t)v << shift;
+	return LSQ_OK;
+}
+
+static int bad_value(const char *name, const char *value, const char *expect)
+{
+	lsq_err_log("invalid value '%s' for -o %s (expected %s)", value, name,
+		    expect);
+	return LSQ_ERR_INVALID;
+}
+
+static int parse_uint(const char *name, const char *value, uint64_t min,
+		      uint64_t max, uint64_t *out)
+{
+	char expect[64];
+	uint64_t v;
+
+	snprintf(expect, sizeof(expect), "an integer from %" PRIu64
+		 " to %" PRIu64, min, max);
+	/* counts take no K/M/G: "threads=1K" is more likely a typo */
+	if (lsq_parse_size(value, &v) != LSQ_OK || strpbrk(value, "KkMmGgTt") ||
+	    v < min || v > max)
+		return bad_value(name, value, expect);
+	*out = v;
+	return LSQ_OK;
+}
+
+static int parse_seconds(const char *name, const char *value, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(value, &end);
+	if (value[0] == '\0' || *end != '\0' || errno || !isfinite(v) ||
+	    v < 0 || value[0] == '-' || value[0] == '+' || value[0] == ' ')
+		return bad_value(name, value, "seconds >= 0");
+	*out = v;
+	return LSQ_OK;
+}
+
+static int parse_bytes(const char *name, const char *value, uint64_t *out)
+{
+	if (lsq_parse_size(value, out) != LSQ_OK)
+		return bad_value(name, value, "a size such as 4096, 0x1000 or 64M");
+	return LSQ_OK;
+}
+
+static int parse_decomp(const char *value, unsigned *out)
+{
+	uint64_t n;
+
+	if (strcmp(value, "single") == 0) {
+		*out = 1;
+		return LSQ_OK;
+	}
+	if (strcmp(value, "percpu") == 0) {
+		*out = 0;
+		return LSQ_OK;
+	}
+	if (lsq_parse_size(value, &n) != LSQ_OK || strpbrk(value, "KkMmGgTt") ||
+	    n < 1 || n > LSQ_MAX_DECOMP_CONTEXTS)
+		return bad_value("decomp", value, "single, percpu or a count "
+				 "from 1 to 4096");
+	*out = (unsigned)n;
+	return LSQ_OK;
+}
+
+/* Options libfuse also knows, which we must see too; they are passed on. */
+static int note_fuse_option(struct lsq_mount_options *opt, const char *name,
+			    const char *value)
+{
+	uint64_t v;
+	int err;
+
+	if (strcmp(name, "max_read") == 0 && value) {
+		err = parse_uint(name, value, 1, UINT32_MAX, &v);
+		if (err)
+			return err;
+		opt->max_read = (unsigned)v;
+	} else if (strcmp(name, "allow_other") == 0) {
+		opt->allow_other = true;
+	}
+	return LSQ_OK;
+}
+
+static int pass_on(struct fuse_args *pass, const char *item)
+{
+	char *arg;
+	int ret;
+
+	if (asprintf(&arg, "-o%s", item) < 0)
+		return LSQ_ERR_NOMEM;
+	ret = fuse_opt_add_arg(pass, arg);
+	free(arg);
+	return ret ? LSQ_ERR_NOMEM : LSQ_OK;
+}
+
+/* One -o item, "name" or "name=value". Ours are consumed; the rest is
+ * queued for libfuse in pass. */
+static int parse_item(struct lsq_mount_options *opt, char *item,
+		      struct fuse_args *pass)
+{
+	char *value = strchr(item, '=');
+	const char *name = item;
+	uint64_t v;
+	int err;
+
+	if (value)
+		*value++ = '\0';
+
+#define IS(n) (strcmp(name, n) == 0)
+#define NEED_VALUE()							\
+	do {								\
+		if (!value) {						\
+			lsq_err_log("-o %s needs a value", name);	\
+			return LSQ_ERR_INVALID;				\
+		}							\
+	} while (0)
+#define NO_VALUE()							\
+	do {								\
+		if (value) {						\
+			lsq_err_log("-o %s takes no value", name);	\
+			return LSQ_ERR_INVALID;				\
+		}							\
+	} while (0)
+
+	if (IS("offset")) {
+		NEED_VALUE();
+		return parse_bytes(name, value, &opt->offset);
+	} else if (IS("threads")) {
+		NEED_VALUE();
+		err = parse_uint(name, value, 1, LSQ_MAX_THREADS, &v);
+		if (!err)
+			opt->threads = (unsigned)v;
+		return err;
+	} else if (IS("decomp")) {
+		NEED_VALUE();
+		return parse_decomp(value, &opt->image_opts.decomp_contexts);
+	} else if (IS("metadata_cache")) {
+		NEED_VALUE();
+		return parse_bytes(name, value,
+				   &opt->image_opts.metadata_cache_bytes);
+	} else if (IS("data_cache")) {
+		NEED_VALUE();
+		return parse_bytes(name, value,
+				   &opt->image_opts.data_cache_bytes);
+	} else if (IS("fragment_cache")) {
+		NEED_VALUE();
+		err = parse_uint(name, value, 1, UINT32_MAX, &v);
+		if (!err)
+			opt->image_opts.fragment_cache_blocks = (uint32_t)v;
+		return err;
+	} else if (IS("entry_timeout")) {
+		NEED_VALUE();
+		return parse_seconds(name, value, &opt->entry_timeout);
+	} else if (IS("attr_timeout")) {
+		NEED_VALUE();
+		return parse_seconds(name, value, &opt->attr_timeout);
+	} else if (IS("dev") || IS("nodev")) {
+		NO_VALUE();
+		opt->dev = IS("dev");
+		return LSQ_OK;
+	} else if (IS("suid") || IS("nosuid")) {
+		NO_VALUE();
+		opt->suid = IS("suid");
+		return LSQ_OK;
+	} else if (IS("ro")) {
+		NO_VALUE();
+		return LSQ_OK;
+	} else if (IS("rw")) {
+		/* mount(8) may add rw on its own; refusing would break fstab */
+		lsq_warn("ignoring -o rw: the mount is always read-only");
+		return LSQ_OK;
+	} else if (IS("debug")) {
+		NO_VALUE();
+		opt->debug = true;
+		opt->foreground = true;
+		return LSQ_OK;
+	}
+#undef IS
+#undef NEED_VALUE
+#undef NO_VALUE
+
+	err = note_fuse_option(opt, name, value);
+	if (err)
+		return err;
+	if (value)
+		value[-1] = '=';
+	return pass_on(pass, item);
+}
+
+/* Split "a,b\,c" into items at unescaped commas. Escapes stay in place:
+ * libfuse removes them from what it is handed, and none of our own values
+ * needs a comma. */
+static int parse_o(struct lsq_mount_options *opt, const char *arg,
+		   struct fuse_args *pass)
+{
+	char *copy = strdup(arg);
+	char *item, *p;
+	int err = LSQ_OK;
+
+	if (!copy)
+		return LSQ_ERR_NOMEM;
+	item = copy;
+	for (p = copy;; p++) {
+		if (*p == '\\' && p[1]) {
+			p++;
+			continue;
+		}
+		if (*p != ',' && *p != '\0')
+			continue;
+		{
+			bool last = *p == '\0';
+
+			*p = '\0';
+			if (*item)
+				err = parse_item(opt, item, pass);
+			if (err || last)
+				break;
+			item = p + 1;
+		}
+	}
+	free(copy);
+	return err;
+}
+
+/* fsname reaches libfuse through its own option parser: escape , and \. */
+static char *escape_opt(const char *s)
+{
+	size_t n = 0;
+	char *out, *q;
+
+	for (const char *p = s; *p; p++)
+		n += (*p == ',' || *p == '\\') ? 2 : 1;
+	out = malloc(n + 1);
+	if (!out)
+		return NULL;
+	q = out;
+	for (const char *p = s; *p; p++) {
+		if (*p == ',' || *p == '\\')
+			*q++ = '\\';
+		*q++ = *p;
+	}
+	*q = '\0';
+	return out;
+}
+
+static bool has_option(const struct fuse_args *pass, const char *prefix)
+{
+	size_t len = strlen(prefix);
+
+	for (int i = 0; i < pass->argc; i++)
+		if (strncmp(pass->argv[i] + 2, prefix, len) == 0)
+			return true;
+	return false;
+}
+
+/* argv for libfuse: our fixed mount options first, the user's after. */
+static int build_fuse_args(struct lsq_mount_options *opt,
+			   const struct fuse_args *pass)
+{
+	char *path = NULL, *esc = NULL, *fixed = NULL;
+	int err = LSQ_ERR_NOMEM;
+	int n;
+
+	if (fuse_opt_add_arg(&opt->fuse_args, "sqfs-lazy-mount"))
+		goto out;
+
+	/* The absolute path tells which image is mounted wherever
+	 * /proc/mounts is read from. */
+	path = realpath(opt->image, NULL);
+	esc = escape_opt(path ? path : opt->image);
+	if (!esc)
+		goto out;
+	n = asprintf(&fixed, "-oro,%s,%s%s%s%s%s",
+		     opt->dev ? "dev" : "nodev",
+		     opt->suid ? "suid" : "nosuid",
+		     has_option(pass, "fsname=") ? "" : ",fsname=",
+		     has_option(pass, "fsname=") ? "" : esc,
+		     has_option(pass, "subtype=") ? "" : ",subtype=sqfs-lazy",
+		     /* other users must not bypass the image's modes */
+		     opt->allow_other && !has_option(pass, "default_permissions")
+			     ? ",default_permissions" : "");
+	if (n < 0) {
+		fixed = NULL;
+		goto out;
+	}
+	if (fuse_opt_add_arg(&opt->fuse_args, fixed))
+		goto out;
+	for (int i = 0; i < pass->argc; i++)
+		if (fuse_opt_add_arg(&opt->fuse_args, pass->argv[i]))
+			goto out;
+	if (opt->debug && fuse_opt_add_arg(&opt->fuse_args, "-d"))
+		goto out;
+	err = LSQ_OK;
+out:
+	free(fixed);
+	free(esc);
+	free(path);
+	return err;
+}
+
+/* Absolute, since the daemon moves to "/" and must still find it to
+ * unmount; and a directory, as the image's root is one. */
+static int check_mountpoint(const char *arg, char **out)
+{
+	struct stat st;
+	char *path;
+
+	path = realpath(arg, NULL);
+	if (!path || stat(path, &st) != 0) {
+		lsq_err_log("bad mount point '%s': %s", arg, strerror(errno));
+		free(path);
+		return LSQ_ERR_INVALID;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		lsq_err_log("bad mount point '%s': %s", arg, strerror(ENOTDIR));
+		free(path);
+		return LSQ_ERR_INVALID;
+	}
+	*out = path;
+	return LSQ_OK;
+}
+
+static int usage_error(const char *what, const char *arg)
+{
+	if (arg)
+		lsq_err_log("%s '%s' (see --help)", what, arg);
+	else
+		lsq_err_log("%s (see --help)", what);
+	return LSQ_ERR_INVALID;
+}
+
+int lsq_mount_options_parse(struct lsq_mount_options *opt, int argc,
+			    char **argv)
+{
+	struct fuse_args pass = FUSE_ARGS_INIT(0, NULL);
+	const char *pos[2];
+	bool only_operands = false;
+	int npos = 0;
+	int err = LSQ_OK;
+
+	memset(opt, 0, sizeof(*opt));
+	opt->mode = LSQ_MODE_MOUNT;
+	opt->threads = LSQ_DEFAULT_THREADS;
+	opt->entry_timeout = LSQ_DEFAULT_TIMEOUT;
+	opt->attr_timeout = LSQ_DEFAULT_TIMEOUT;
+	lsq_image_options_default(&opt->image_opts);
+	opt->fuse_args = (struct fuse_args)FUSE_ARGS_INIT(0, NULL);
+
+	for (int i = 1; i < argc && !err; i++) {
+		const char *a = argv[i];
+
+		if (only_operands || a[0] != '-' || a[1] == '\0') {
+			if (npos == 2) {
+				err = usage_error("unexpected argument", a);
+				break;
+			}
+			pos[npos++] = a;
+		} else if (strcmp(a, "--") == 0) {
+			only_operands = true;
+		} else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			opt->mode = LSQ_MODE_HELP;
+		} else if (strcmp(a, "-V") == 0 ||
+			   strcmp(a, "--version") == 0) {
+			if (opt->mode != LSQ_MODE_HELP)
+				opt->mode = LSQ_MODE_VERSION;
+		} else if (strcmp(a, "--stats") == 0) {
+			if (opt->mode == LSQ_MODE_MOUNT)
+				opt->mode = LSQ_MODE_STATS;
+		} else if (strcmp(a, "-f") == 0) {
+			opt->foreground = true;
+		} else if (strcmp(a, "-d") == 0 || strcmp(a, "--debug") == 0) {
+			opt->debug = true;
+			opt->foreground = true;
+		} else if (strcmp(a, "-s") == 0) {
+			opt->single_thread = true;
+		} else if (strcmp(a, "-o") == 0) {
+			if (i + 1 == argc)
+				err = usage_error("-o needs an argument", NULL);
+			else
+				err = parse_o(opt, argv[++i], &pass);
+		} else if (strncmp(a, "-o", 2) == 0) {
+			err = parse_o(opt, a + 2, &pass);
+		} else {
+			err = usage_error("unknown option", a);
+		}
+	}
+	if (err)
+		goto out;
+
+	switch (opt->mode) {
+	case LSQ_MODE_HELP:
+	case LSQ_MODE_VERSION:
+		break;
+	case LSQ_MODE_STATS:
+		if (npos != 1) {
+			err = usage_error("--stats takes exactly one MOUNTPOINT",
+					  NULL);
+			break;
+		}
+		opt->mountpoint = strdup(pos[0]);
+		if (!opt->mountpoint)
+			err = LSQ_ERR_NOMEM;
+		break;
+	case LSQ_MODE_MOUNT:
+		if (npos != 2) {
+			err = usage_error(npos ? "missing MOUNTPOINT"
+					       : "missing IMAGE and MOUNTPOINT",
+					  NULL);
+			break;
+		}
+		opt->image = pos[0];
+		err = check_mountpoint(pos[1], &opt->mountpoint);
+		if (err)
+			break;
+		err = build_fuse_args(opt, &pass);
+		break;
+	}
+out:
+	fuse_opt_free_args(&pass);
+	return err;
+}
+
+void lsq_mount_options_fini(struct lsq_mount_options *opt)
+{
+	fuse_opt_free_args(&opt->fuse_args);
+	free(opt->mountpoint);
+	opt->mountpoint = NULL;
+}
+
+/* "64M" when it is a whole number of a unit, plain bytes otherwise. */
+static void format_size(char *buf, size_t size, uint64_t v)
+{
+	static const char units[] = "TGMK";
+
+	for (int i = 0; i < 4; i++) {
+		unsigned shift = 10u * (unsigned)(4 - i);
+
+		if (v && v % (UINT64_C(1) << shift) == 0) {
+			snprintf(buf, size, "%" PRIu64 "%c", v >> shift,
+				 units[i]);
+			return;
+		}
+	}
+	snprintf(buf, size, "%" PRIu64, v);
+}
+
+void lsq_mount_options_help(FILE *out)
+{
+	struct lsq_image_options d;
+	char meta[32], data[32], decomp[32];
+
+	lsq_image_options_default(&d);
+	format_size(meta, sizeof(meta), d.metadata_cache_bytes);
+	format_size(data, sizeof(data), d.data_cache_bytes);
+	if (d.decomp_contexts == 0)
+		snprintf(decomp, sizeof(decomp), "percpu");
+	else if (d.decomp_contexts == 1)
+		snprintf(decomp, sizeof(decomp), "single");
+	else
+		snprintf(decomp, sizeof(decomp), "%u", d.decomp_contexts);
+
+	fprintf(out,
+"Usage: sqfs-lazy-mount [OPTIONS] IMAGE MOUNTPOINT\n"
+"       sqfs-lazy-mount --stats MOUNTPOINT\n"
+"\n"
+"Mount the SquashFS 4.0 image IMAGE read-only on MOUNTPOINT with FUSE.\n"
+"Without -f the command returns once the mount is usable.\n"
+"\n"
+"Options:\n"
+"  -f                      stay in the foreground, log to stderr\n"
+"  -d, --debug             log every FUSE request; implies -f\n"
+"  -s                      single-threaded request loop\n"
+"  -o OPT[,OPT...]         mount options (below); may be repeated\n"
+"  --stats MOUNTPOINT      print the counters of a running mount\n"
+"  -h, --help              print this help and exit\n"
+"  -V, --version           print the version and compressors and exit\n"
+"\n"
+"Mount options:\n"
+"  offset=SIZE             the image starts at byte SIZE of IMAGE (default 0)\n"
+"  threads=N               at most N request threads, 1..%u (default %u)\n"
+"  decomp=single|percpu|N  decompression contexts (default %s)\n"
+"  metadata_cache=SIZE     decompressed metadata cache (default %s)\n"
+"  data_cache=SIZE         decompressed data block cache (default %s)\n"
+"  fragment_cache=N        fragment blocks kept (default %" PRIu32 ")\n"
+"  entry_timeout=SECONDS   kernel name cache timeout (default %.0f)\n"
+"  attr_timeout=SECONDS    kernel attribute cache timeout (default %.0f)\n"
+"  dev, nodev              honour device files (default nodev)\n"
+"  suid, nosuid            honour set-user/group-id bits (default nosuid)\n"
+"  ro                      accepted; the mount is always read-only\n"
+"  debug                   same as -d\n"
+"\n"
+"Options handed to libfuse (see mount.fuse3(8)):\n"
+"  allow_other             let all users in (default off); implies\n"
+"                          default_permissions\n"
+"  allow_root              let root in as well as the mounting user\n"
+"  default_permissions     the kernel checks the image's mode bits\n"
+"  auto_unmount            unmount when the daemon dies\n"
+"  max_read=N              largest read request in bytes\n"
+"  max_readahead=N         kernel readahead in bytes (default: the kernel's)\n"
+"  max_background=N        queued background requests (default: the kernel's)\n"
+"  congestion_threshold=N  background requests before the kernel backs off\n"
+"  fsname=NAME             source in /proc/mounts (default: the image path)\n"
+"  subtype=NAME            type fuse.NAME (default sqfs-lazy)\n"
+"  and other generic options such as noexec, noatime, context=...\n"
+"\n"
+"SIZE is decimal or 0x hex with an optional K, M, G or T suffix (powers of\n"
+"1024). SIGUSR1 logs the counters; SIGTERM, SIGINT or fusermount3 -u\n"
+"unmount.\n",
+		LSQ_MAX_THREADS, LSQ_DEFAULT_THREADS, decomp, meta, data,
+		d.fragment_cache_blocks, LSQ_DEFAULT_TIMEOUT,
+		LSQ_DEFAULT_TIMEOUT);
+}

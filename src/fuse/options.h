@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * options.h - the command line of sqfs-lazy-mount.
+ *
+ * Our own -o options are consumed here; everything else given with -o is
+ * handed to libfuse (fuse_parse_conn_info_opts(), then fuse_session_new()),
+ * which rejects what it does not know, still before anything is mounted.
+ */
+#ifndef LSQ_FUSE_OPTIONS_H
+#define LSQ_FUSE_OPTIONS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "fuse/mount.h"
+#include "lsq/image.h"
+
+#define LSQ_DEFAULT_THREADS 16u
+#define LSQ_MAX_THREADS 1024u
+#define LSQ_MAX_DECOMP_CONTEXTS 4096u
+/* The image is immutable: names and attributes can be cached for as long
+ * as the kernel likes. */
+#define LSQ_DEFAULT_TIMEOUT 86400.0
+
+enum lsq_mount_mode {
+	LSQ_MODE_MOUNT,
+	LSQ_MODE_HELP,
+	LSQ_MODE_VERSION,
+	LSQ_MODE_STATS,  /* --stats MOUNTPOINT */
+};
+
+struct lsq_mount_options {
+	enum lsq_mount_mode mode;
+	const char *image;      /* borrowed from argv */
+	/* owned; made absolute for a mount, since the daemon moves to "/"
+	 * and must still find it to unmount */
+	char *mountpoint;
+	bool foreground;
+	bool debug;
+	bool single_thread;
+	uint64_t offset;
+	unsigned threads;
+	struct lsq_image_options image_opts;
+	double entry_timeout;
+	double attr_timeout;
+	unsigned max_read;      /* 0: not given */
+	bool dev;
+	bool suid;
+	bool allow_other;
+	/* argv for libfuse: argv[0], then -o options (owned) */
+	struct fuse_args fuse_args;
+};
+
+/* Parse argv into opt. On a usage error a one-line message has been printed
+ * and LSQ_ERR_INVALID is returned; LSQ_ERR_NOMEM otherwise. opt must be
+ * released with lsq_mount_options_fini() in every case. */
+int lsq_mount_options_parse(struct lsq_mount_options *opt, int argc,
+			    char **argv);
+
+void lsq_mount_options_fini(struct lsq_mount_options *opt);
+
+/* The --help text. */
+void lsq_mount_options_help(FILE *out);
+
+/* A size or offset: decimal or 0x hex, optional K/M/G/T suffix (powers of
+ * 1024). LSQ_ERR_INVALID for anything else, LSQ_ERR_OVERFLOW past 2^64. */
+int lsq_parse_size(const char *s, uint64_t *out);
+
+#endif

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+#include "fuse/stats.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+static const struct {
+	const char *name;
+	size_t offset;
+} counters[] = {
+#define C(field) { #field, offsetof(struct lsq_image_stats, field) }
+	C(source_reads),
+	C(source_bytes),
+	C(source_failures),
+	C(meta_hits),
+	C(meta_misses),
+	C(data_hits),
+	C(data_misses),
+	C(frag_hits),
+	C(frag_misses),
+#undef C
+};
+
+#define N_COUNTERS (sizeof(counters) / sizeof(counters[0]))
+
+static uint64_t counter(const struct lsq_image_stats *st, size_t i)
+{
+	return *(const uint64_t *)((const char *)st + counters[i].offset);
+}
+
+static size_t format(const struct lsq_image_stats *st, char *buf, size_t size,
+		     char sep, char end)
+{
+	size_t len = 0;
+
+	if (size > 0)
+		buf[0] = '\0';
+	for (size_t i = 0; i < N_COUNTERS; i++) {
+		char item[96];
+		int n;
+
+		n = snprintf(item, sizeof(item), "%s%c%" PRIu64 "%c",
+			     counters[i].name, sep, counter(st, i),
+			     i + 1 < N_COUNTERS ? end : '\n');
+		if (n < 0)
+			continue;
+		if (len + (size_t)n < size)
+			snprintf(buf + len, size - len, "%s", item);
+		len += (size_t)n;
+	}
+	return len;
+}
+
+size_t lsq_stats_format(const struct lsq_image_stats *st, char *buf,
+			size_t size)
+{
+	return format(st, buf, size, ' ', '\n');
+}
+
+size_t lsq_stats_format_line(const struct lsq_image_stats *st, char *buf,
+			     size_t size)
+{
+	size_t len = format(st, buf, size, '=', ' ');
+
+	/* a log line carries no trailing newline */
+	if (len < size)
+		buf[len - 1] = '\0';
+	return len - 1;
+}
+
+size_t lsq_stats_max_len(void)
+{
+	struct lsq_image_stats max;
+
+	for (size_t i = 0; i < N_COUNTERS; i++)
+		*(uint64_t *)((char *)&max + counters[i].offset) = UINT64_MAX;
+	return lsq_stats_format(&max, NULL, 0);
+}

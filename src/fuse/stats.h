@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * stats.h - the counters of a mount as text, for the stats xattr, --stats
+ * and the SIGUSR1 log line.
+ */
+#ifndef LSQ_FUSE_STATS_H
+#define LSQ_FUSE_STATS_H
+
+#include <stddef.h>
+
+#include "lsq/image.h"
+
+/* "key value\n" per counter into buf (NUL-terminated when size > 0).
+ * Returns the length of the full text, as snprintf does. */
+size_t lsq_stats_format(const struct lsq_image_stats *st, char *buf,
+			size_t size);
+
+/* An upper bound of lsq_stats_format()'s length for any counter values. */
+size_t lsq_stats_max_len(void);
+
+/* The same counters as one "key=value key=value ..." line. */
+size_t lsq_stats_format_line(const struct lsq_image_stats *st, char *buf,
+			     size_t size);
+
+#endif

@@ -1,0 +1,8 @@
+/* SPDX-License-Identifier: MIT */
+/* sqfs-lazy-mount: everything lives in src/fuse/, see daemon.c. */
+#include "fuse/daemon.h"
+
+int main(int argc, char **argv)
+{
+	return lsq_mount_main(argc, argv);
+}

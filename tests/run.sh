@@ -1,0 +1,63 @@
+#!/bin/bash
+# The whole test suite (the README's test command; .ci/run runs it after
+# installing dependencies):
+#   1. a warnings-as-errors build and every meson suite (unit, integration);
+#   2. an ASan+UBSan build and the unit suite plus the quick integration
+#      subset under the sanitizers.
+# Ends with one line "N passed, N failed".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD=${BUILD:-build}
+ASAN_BUILD=${ASAN_BUILD:-build-asan}
+passed=0
+failed=0
+
+setup() {
+	local dir=$1
+	shift
+	if [ -f "$dir/build.ninja" ]; then
+		meson configure "$dir" "$@" >/dev/null
+	else
+		meson setup "$dir" "$@" >/dev/null
+	fi
+}
+
+# count the results of one meson test run from its JSON log
+tally() {
+	local log=$1/meson-logs/testlog.json p f
+	p=$(grep -c '"result": "OK"' "$log" 2>/dev/null || true)
+	f=$(grep -c -E '"result": "(FAIL|TIMEOUT|ERROR|UNEXPECTEDPASS)"' "$log" 2>/dev/null || true)
+	s=$(grep -c '"result": "SKIP"' "$log" 2>/dev/null || true)
+	passed=$((passed + p))
+	failed=$((failed + f))
+	if [ -n "${CI:-}" ] && [ "$s" -gt 0 ]; then
+		echo "CI: $s test(s) skipped; skips are failures in CI" >&2
+		failed=$((failed + s))
+	fi
+}
+
+run_suites() {
+	local dir=$1
+	shift
+	if ! meson compile -C "$dir" >/dev/null; then
+		meson compile -C "$dir"
+		failed=$((failed + 1))
+		return
+	fi
+	meson test -C "$dir" --print-errorlogs "$@"
+	tally "$dir"
+}
+
+echo "== build with -Werror and run every suite"
+setup "$BUILD" -Dwerror=true
+run_suites "$BUILD"
+
+echo "== ASan+UBSan build: unit and quick integration suites"
+setup "$ASAN_BUILD" -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false
+ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
+UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+LSQ_QUICK=1 run_suites "$ASAN_BUILD" --timeout-multiplier 3
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

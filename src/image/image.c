@@ -206,6 +206,11 @@ int lsq_image_open(struct lsq_source *src, const struct lsq_image_options *opt,
 	ret = lsq_superblock_decode(raw, src->size, &img->sb, errbuf, errlen);
 	if (ret)
 		goto fail;
+	/* Every table lies between the inode table and the end: a remote
+	 * source can fetch that whole region in one request now, instead of
+	 * one round trip per table and block. */
+	lsq_source_advise(src, img->sb.inode_table_start,
+			  img->sb.bytes_used - img->sb.inode_table_start);
 	if (img->sb.flags & SQUASHFS_COMP_OPT) {
 		ret = read_comp_options(img, comp_opts, &comp_len, errbuf, errlen);
 		if (ret)

@@ -149,7 +149,9 @@ int lsq_image_listxattr(struct lsq_image *img, const struct lsq_inode *inode,
 			char *buf, size_t size, size_t *needed);
 
 /* getxattr(2) semantics; an empty value is a valid value (needed = 0).
- * LSQ_ERR_NO_XATTR, LSQ_ERR_RANGE. */
+ * LSQ_ERR_NO_XATTR, LSQ_ERR_RANGE; as the kernel, LSQ_ERR_UNSUPPORTED for
+ * a name outside user./trusted./security. and LSQ_ERR_INVALID for a bare
+ * prefix. */
 int lsq_image_getxattr(struct lsq_image *img, const struct lsq_inode *inode,
 		       const char *name, void *buf, size_t size,
 		       size_t *needed);

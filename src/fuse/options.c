@@ -326,9 +326,10 @@ static int build_fuse_args(struct lsq_mount_options *opt,
 		     has_option(pass, "fsname=") ? "" : ",fsname=",
 		     has_option(pass, "fsname=") ? "" : esc,
 		     has_option(pass, "subtype=") ? "" : ",subtype=sqfs-lazy",
-		     /* other users must not bypass the image's modes */
-		     opt->allow_other && !has_option(pass, "default_permissions")
-			     ? ",default_permissions" : "");
+		     /* the kernel applies the image's modes, as for its own
+		      * squashfs (and other users cannot bypass them) */
+		     has_option(pass, "default_permissions")
+			     ? "" : ",default_permissions");
 	if (n < 0) {
 		fixed = NULL;
 		goto out;
@@ -540,10 +541,9 @@ void lsq_mount_options_help(FILE *out)
 "  debug                   same as -d\n"
 "\n"
 "Options handed to libfuse (see mount.fuse3(8)):\n"
-"  allow_other             let all users in (default off); implies\n"
-"                          default_permissions\n"
+"  allow_other             let all users in (default off)\n"
 "  allow_root              let root in as well as the mounting user\n"
-"  default_permissions     the kernel checks the image's mode bits\n"
+"  default_permissions     the kernel checks the image's mode bits (always on)\n"
 "  auto_unmount            unmount when the daemon dies\n"
 "  max_read=N              largest read request in bytes\n"
 "  max_readahead=N         kernel readahead in bytes (default: the kernel's)\n"

@@ -225,7 +225,8 @@ void lsq_image_stat(const struct lsq_image *img, const struct lsq_inode *ino,
 	st->st_uid = ino->uid;
 	st->st_gid = ino->gid;
 	st->st_size = (off_t)ino->size;
-	st->st_blksize = (blksize_t)img->sb.block_size;
+	/* The kernel's squashfs uses 1 KiB device blocks and reports them. */
+	st->st_blksize = 1024;
 	st->st_atime = st->st_mtime = st->st_ctime = ino->mtime;
 	if (S_ISBLK(ino->mode) || S_ISCHR(ino->mode))
 		st->st_rdev = (dev_t)ino->rdev;

@@ -168,9 +168,13 @@ int lsq_image_getxattr(struct lsq_image *img, const struct lsq_inode *inode,
 			break;
 		}
 	}
+	/* As the kernel's xattr handlers: an unknown namespace is not
+	 * supported, a known prefix with no name is invalid. */
 	if (!suffix)
-		return LSQ_ERR_NO_XATTR;
+		return LSQ_ERR_UNSUPPORTED;
 	suffix_len = strlen(suffix);
+	if (suffix_len == 0)
+		return LSQ_ERR_INVALID;
 
 	ret = xattr_open(img, inode, &run);
 	if (ret)

@@ -1,0 +1,310 @@
+"""Command-line and daemon behaviour of sqfs-lazy-mount:
+
+  sqfs-lazy-mount [-f] [-d] [-s] [-o opt,...] IMAGE MOUNTPOINT
+
+Without -f it daemonizes and returns 0 only once the mount is usable; a bad
+image exits 1 with one error line on stderr and mounts nothing.
+"""
+
+import os
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import time
+
+import pytest
+
+import util
+
+SMALL_FILES = {
+    "hello.txt": b"hello, world\n",
+    "multi/block.bin": bytes(range(256)) * 1200,      # 300 KiB, 3 blocks
+    "multi/text.txt": b"".join(b"line %06d\n" % i for i in range(40000)),
+    "empty": b"",
+}
+
+
+@pytest.fixture(scope="module")
+def small_image(workdir):
+    util.require_mksquashfs()
+    d = workdir / "cli"
+    if not (d / "small.sqfs").exists():
+        src = d / "src"
+        for rel, data in SMALL_FILES.items():
+            p = src / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(data)
+        util.run(["mksquashfs", str(src), str(d / "small.sqfs"), "-noappend",
+                  "-quiet", "-no-progress", "-comp", "gzip"])
+    return str(d / "small.sqfs")
+
+
+@pytest.fixture
+def mnt(tmp_path):
+    util.require_fuse()
+    util.require_daemon()
+    m = tmp_path / "mnt"
+    m.mkdir()
+    m = str(m)
+    try:
+        yield m
+    finally:
+        for pid in util.pids_with_arg(m):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except OSError:
+                pass
+        util.force_unmount(m)
+        for pid in util.pids_with_arg(m):
+            if not util.wait_until(lambda: not util.pid_alive(pid), 5):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
+
+def daemon(*args, timeout=60):
+    cmd = util.daemon_base_cmd() + list(args)
+    return subprocess.run(cmd, capture_output=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+def check_contents(root):
+    for rel, data in SMALL_FILES.items():
+        with open(os.path.join(root, rel), "rb") as f:
+            got = f.read()
+        assert got == data, "%s differs" % rel
+
+
+def find_daemon(mnt):
+    pids = util.pids_with_arg(mnt)
+    assert len(pids) == 1, "expected one daemon process for %s, found %r" % (
+        mnt, pids)
+    return pids[0]
+
+
+def wait_gone(mnt, pid):
+    assert util.wait_until(lambda: not util.is_mounted(mnt), 15), \
+        "%s still mounted" % mnt
+    assert util.wait_until(lambda: not util.pid_alive(pid), 15), \
+        "daemon %d still running after unmount" % pid
+
+
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("opt", ["--help", "--version"])
+def test_help_version(opt):
+    util.require_daemon()
+    r = daemon(opt, timeout=20)
+    out = (r.stdout + r.stderr).decode(errors="replace")
+    assert r.returncode == 0, "%s exited %d: %s" % (opt, r.returncode, out)
+    assert out.strip(), "%s printed nothing" % opt
+    if opt == "--version" and not util.using_override():
+        src = os.environ.get("LSQ_SOURCE_DIR")
+        if src and os.path.exists(os.path.join(src, "meson.build")):
+            with open(os.path.join(src, "meson.build")) as f:
+                m = re.search(r"version:\s*'([^']+)'", f.read())
+            if m:
+                assert m.group(1) in out, \
+                    "--version does not show %s: %r" % (m.group(1), out)
+
+
+def test_daemon_mode_usable_on_return(small_image, mnt):
+    for _ in range(3):
+        r = daemon(small_image, mnt)
+        assert r.returncode == 0, r.stderr.decode(errors="replace")
+        # No waiting: the mount must be usable the moment the command returns.
+        assert util.is_mounted(mnt)
+        check_contents(mnt)
+        pid = find_daemon(mnt)
+        r = subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+        assert r.returncode == 0, r.stderr
+        wait_gone(mnt, pid)
+
+
+def test_sigterm_daemon(small_image, mnt):
+    r = daemon(small_image, mnt)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    check_contents(mnt)
+    pid = find_daemon(mnt)
+    os.kill(pid, signal.SIGTERM)
+    wait_gone(mnt, pid)
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "fusermount3"])
+def test_foreground_unmount(small_image, mnt, how, tmp_path):
+    cmd = util.daemon_base_cmd() + ["-f", small_image, mnt]
+    log = open(tmp_path / "stderr", "wb")
+    p = subprocess.Popen(cmd, stdout=log, stderr=log,
+                         stdin=subprocess.DEVNULL)
+    try:
+        assert util.wait_until(lambda: util.is_mounted(mnt) or
+                               p.poll() is not None, 30)
+        assert p.poll() is None, (tmp_path / "stderr").read_text()
+        check_contents(mnt)
+        if how == "fusermount3":
+            subprocess.run(["fusermount3", "-u", mnt], check=True)
+        else:
+            p.send_signal(getattr(signal, how))
+        rc = p.wait(15)
+        assert rc == 0, "exit status %d after %s: %s" % (
+            rc, how, (tmp_path / "stderr").read_text())
+        assert not util.is_mounted(mnt)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        log.close()
+
+
+def test_offset(small_image, mnt, tmp_path, module_mounter):
+    """An image embedded after N junk bytes, mounted with -o offset=N, is
+    the same as the image itself (compared with the kernel mount)."""
+    n = 1000003
+    emb = tmp_path / "embedded.img"
+    with open(emb, "wb") as out, open(small_image, "rb") as src:
+        out.write(os.urandom(n))
+        shutil.copyfileobj(src, out)
+        out.write(b"trailing junk" * 100)
+    r = daemon("-o", "offset=%d" % n, str(emb), mnt)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    try:
+        check_contents(mnt)
+        k = module_mounter.kernel(small_image)
+        kt, ft = util.collect_tree(k.mnt), util.collect_tree(mnt)
+        util.compare_names(kt, ft).check()
+        util.compare_stat(kt, ft).check()
+    finally:
+        pid = find_daemon(mnt)
+        subprocess.run(["fusermount3", "-u", mnt])
+        wait_gone(mnt, pid)
+    # The wrong offset is a bad image.
+    r = daemon("-o", "offset=%d" % (n - 1), str(emb), mnt)
+    assert r.returncode != 0
+    assert not util.is_mounted(mnt)
+
+
+# --------------------------------------------------------------------------
+# Bad images
+# --------------------------------------------------------------------------
+
+def _patch(data, field, value):
+    off = util.SB_OFFSETS[field]
+    fmt = "<" + util.SB_FMT[1 + util.SB_FIELDS.index(field)]
+    b = bytearray(data)
+    struct.pack_into(fmt, b, off, value)
+    return bytes(b)
+
+
+ANY = r"superblock|squashfs"
+BAD_IMAGES = {
+    # name: (builder(data) -> bytes, regex the error line must match)
+    "not_squashfs": (lambda d: b"this is not a squashfs image\n" * 4000,
+                     r"magic|not a squashfs|superblock"),
+    "empty_file": (lambda d: b"",
+                   r"empty|short|truncat|too small|size|magic|superblock"),
+    "tiny_file": (lambda d: d[:50],
+                  r"short|truncat|too small|size|superblock"),
+    "cut_after_superblock": (lambda d: d[:96],
+                             r"truncat|short|size|bytes_used|beyond|past|end"),
+    "cut_at_half": (lambda d: d[:len(d) // 2],
+                    r"truncat|short|size|bytes_used|beyond|past|end"),
+    "bytes_used_beyond_file": (
+        lambda d: _patch(d, "bytes_used", len(d) + 65536),
+        r"bytes_used|truncat|size|beyond|past|end"),
+    "inode_table_beyond": (
+        lambda d: _patch(d, "inode_table_start", len(d) + 4096),
+        r"inode|table|beyond|past|bound|range"),
+    "directory_table_beyond": (
+        lambda d: _patch(d, "directory_table_start", 1 << 40),
+        r"director|table|beyond|past|bound|range"),
+    "id_table_beyond": (
+        lambda d: _patch(d, "id_table_start", 1 << 40),
+        r"\bid\b|table|beyond|past|bound|range"),
+    "block_log_mismatch": (lambda d: _patch(d, "block_log", 12),
+                           r"block"),
+    "block_size_not_pow2": (
+        lambda d: _patch(_patch(d, "block_size", 100000), "block_log", 17),
+        r"block"),
+    "version_3": (lambda d: _patch(d, "s_major", 3),
+                  r"version|major|superblock"),
+    "unknown_compressor": (lambda d: _patch(d, "compression", 99),
+                           r"compress|codec"),
+    "zero_inodes": (lambda d: _patch(d, "inodes", 0),
+                    r"inode|lookup|export|superblock"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_IMAGES))
+@pytest.mark.parametrize("fg", [False, True], ids=["daemon", "foreground"])
+def test_bad_image_rejected(small_image, mnt, tmp_path, case, fg):
+    build, pattern = BAD_IMAGES[case]
+    with open(small_image, "rb") as f:
+        data = f.read()
+    bad = tmp_path / (case + ".sqfs")
+    bad.write_bytes(build(data))
+    cmd = util.daemon_base_cmd() + (["-f"] if fg else []) + [str(bad), mnt]
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         stdin=subprocess.DEVNULL)
+    # Poll: a daemon that wrongly accepts the image would stay up (-f) or
+    # leave a mount behind; neither may cost us a long timeout.
+    util.wait_until(lambda: p.poll() is not None or util.is_mounted(mnt),
+                    20)
+    mounted = util.is_mounted(mnt)
+    if mounted:
+        subprocess.run(["fusermount3", "-u", "-z", mnt])
+    if p.poll() is None:
+        try:
+            p.wait(5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    out, err = p.communicate()
+    took = time.monotonic() - t0
+    err = err.decode(errors="replace")
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    try:
+        assert not mounted, "the bad image was mounted (stderr %r)" % err
+        assert p.returncode == 1, "exit status %d (want 1), stderr %r" % (
+            p.returncode, err)
+        assert len(lines) == 1, "want exactly one error line, got %r" % err
+        assert re.search(pattern + "|" + ANY, lines[0], re.I), \
+            "error line does not name the problem (/%s/): %r" % (pattern,
+                                                                 lines[0])
+        assert took < 20
+    finally:
+        mounted = util.is_mounted(mnt)
+        left = [q for q in util.pids_with_arg(mnt) if util.pid_alive(q)]
+    assert not mounted, "a bad image left %s mounted" % mnt
+    assert not left, "a bad image left daemon processes %r" % left
+    assert os.listdir(mnt) == []
+
+
+def test_nonexistent_image(mnt, tmp_path):
+    r = daemon(str(tmp_path / "no_such.sqfs"), mnt, timeout=30)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode != 0
+    assert err.strip(), "no error message"
+    assert "no_such.sqfs" in err or re.search("no such file|not found|"
+                                              "cannot open", err, re.I), err
+    assert not util.is_mounted(mnt)
+    assert not util.pids_with_arg(mnt)
+
+
+def test_nonexistent_mountpoint(small_image, tmp_path):
+    util.require_daemon()
+    missing = str(tmp_path / "no_such_dir")
+    r = daemon(small_image, missing, timeout=30)
+    assert r.returncode != 0
+    assert r.stderr.strip()
+    assert not util.is_mounted(missing)
+    assert not util.pids_with_arg(missing)
+
+
+def test_missing_arguments():
+    util.require_daemon()
+    r = daemon(timeout=20)
+    assert r.returncode != 0
+    assert r.stderr.strip() or r.stdout.strip()

@@ -32,6 +32,9 @@ struct lsq_mount {
 	double entry_timeout;   /* seconds; the image never changes */
 	double attr_timeout;
 	unsigned max_read;      /* -o max_read, 0 when not given */
+	/* set once in init, before any other request */
+	bool zero_open;         /* answer open with ENOSYS (no open/release) */
+	bool zero_opendir;      /* same for opendir/releasedir */
 	/* libfuse's own connection options (max_readahead, ...), applied in
 	 * init after our defaults; NULL when none were given */
 	struct fuse_conn_info_opts *conn_opts;

@@ -55,6 +55,24 @@ static const struct lsq_inode *fh_inode(const struct fuse_file_info *fi)
 	return &fh_handle(fi)->inode;
 }
 
+/* The inode of an open file: from its handle, or decoded from the node id
+ * when opens are zero-message (fi->fh is 0 then). */
+static int open_inode(struct lsq_mount *m, fuse_ino_t ino,
+		      const struct fuse_file_info *fi, struct lsq_inode *buf,
+		      const struct lsq_inode **out)
+{
+	int err;
+
+	if (fi && fi->fh) {
+		*out = fh_inode(fi);
+		return LSQ_OK;
+	}
+	err = inode_of(m, ino, buf);
+	if (!err)
+		*out = buf;
+	return err;
+}
+
 static void handle_link(struct lsq_mount *m, struct lsq_handle *h)
 {
 	pthread_mutex_lock(&m->handles_lock);
@@ -98,6 +116,13 @@ static void lsq_op_init(void *userdata, struct fuse_conn_info *conn)
 			FUSE_CAP_PARALLEL_DIROPS;
 
 	conn->want |= want & conn->capable;
+	/* Zero-message opens: answering ENOSYS to open/opendir makes the
+	 * kernel stop sending open and release at all, with the page and
+	 * directory caches kept (FOPEN_KEEP_CACHE | FOPEN_CACHE_DIR are
+	 * its defaults then). Nothing is per-open here, so every open and
+	 * close becomes free. */
+	m->zero_open = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
+	m->zero_opendir = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
 	/* Cached pages can never be stale: skip the kernel's mtime/size
 	 * checks that would drop them. */
 	conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA;
@@ -241,6 +266,10 @@ static void lsq_op_open(fuse_req_t req, fuse_ino_t ino,
 		lsq_reply_errno(req, EROFS);
 		return;
 	}
+	if (mount_of(req)->zero_open) {
+		lsq_reply_errno(req, ENOSYS);
+		return;
+	}
 	err = open_common(mount_of(req), ino, fi, false);
 	if (err) {
 		lsq_reply_err(req, err);
@@ -256,6 +285,8 @@ static void lsq_op_read(fuse_req_t req, fuse_ino_t ino, size_t size,
 			off_t off, struct fuse_file_info *fi)
 {
 	struct lsq_mount *m = mount_of(req);
+	const struct lsq_inode *file;
+	struct lsq_inode decoded;
 	size_t nread = 0;
 	char *buf;
 	int err;
@@ -264,13 +295,17 @@ static void lsq_op_read(fuse_req_t req, fuse_ino_t ino, size_t size,
 		lsq_reply_err(req, LSQ_ERR_INVALID);
 		return;
 	}
+	err = open_inode(m, ino, fi, &decoded, &file);
+	if (err) {
+		lsq_reply_err(req, err);
+		return;
+	}
 	buf = malloc(size ? size : 1);
 	if (!buf) {
 		lsq_reply_err(req, LSQ_ERR_NOMEM);
 		return;
 	}
-	err = lsq_image_read(m->img, fh_inode(fi), buf, size, (uint64_t)off,
-			     &nread);
+	err = lsq_image_read(m->img, file, buf, size, (uint64_t)off, &nread);
 	if (err)
 		lsq_reply_err(req, err);
 	else
@@ -281,7 +316,8 @@ static void lsq_op_read(fuse_req_t req, fuse_ino_t ino, size_t size,
 static void lsq_op_release(fuse_req_t req, fuse_ino_t ino,
 			   struct fuse_file_info *fi)
 {
-	handle_free(mount_of(req), fh_handle(fi));
+	if (fi->fh)
+		handle_free(mount_of(req), fh_handle(fi));
 	lsq_reply_ok(req);
 }
 
@@ -290,6 +326,10 @@ static void lsq_op_opendir(fuse_req_t req, fuse_ino_t ino,
 {
 	int err;
 
+	if (mount_of(req)->zero_opendir) {
+		lsq_reply_errno(req, ENOSYS);
+		return;
+	}
 	err = open_common(mount_of(req), ino, fi, true);
 	if (err) {
 		lsq_reply_err(req, err);
@@ -373,18 +413,25 @@ static int fill_dirent(void *ctx, const struct lsq_dirent *ent)
 	return 0;
 }
 
-static void readdir_common(fuse_req_t req, size_t size, off_t off,
-			   struct fuse_file_info *fi, bool plus)
+static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
+			   off_t off, struct fuse_file_info *fi, bool plus)
 {
 	struct dir_fill f = {
 		.req = req,
 		.m = mount_of(req),
-		.dir = fh_inode(fi),
 		.plus = plus,
 		.size = size,
 	};
+	struct lsq_inode decoded;
 	int err;
 
+	err = open_inode(f.m, ino, fi, &decoded, &f.dir);
+	if (!err && !S_ISDIR(f.dir->mode))
+		err = LSQ_ERR_NOT_DIR;
+	if (err) {
+		lsq_reply_err(req, err);
+		return;
+	}
 	if (off < 0) {
 		lsq_reply_err(req, LSQ_ERR_INVALID);
 		return;
@@ -410,19 +457,20 @@ static void readdir_common(fuse_req_t req, size_t size, off_t off,
 static void lsq_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 			   off_t off, struct fuse_file_info *fi)
 {
-	readdir_common(req, size, off, fi, false);
+	readdir_common(req, ino, size, off, fi, false);
 }
 
 static void lsq_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 			       off_t off, struct fuse_file_info *fi)
 {
-	readdir_common(req, size, off, fi, true);
+	readdir_common(req, ino, size, off, fi, true);
 }
 
 static void lsq_op_releasedir(fuse_req_t req, fuse_ino_t ino,
 			      struct fuse_file_info *fi)
 {
-	handle_free(mount_of(req), fh_handle(fi));
+	if (fi->fh)
+		handle_free(mount_of(req), fh_handle(fi));
 	lsq_reply_ok(req);
 }
 

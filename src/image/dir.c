@@ -63,28 +63,31 @@ static int dir_iter_seek(struct dir_iter *it, uint64_t target,
 	struct meta_cursor icur;
 	uint64_t best_pos = 0, best_block = 0;
 	bool found = false;
+	int ret;
 
 	if (!S_ISDIR(dir->mode) || dir->priv.e == 0)
 		return LSQ_OK;
 	lsq_meta_cursor_init(&icur, &img->inode_table, dir->priv.d >> 16,
 			     dir->priv.d & 0xffff);
+	ret = LSQ_OK;
 	for (uint32_t i = 0; i < dir->priv.e; i++) {
 		uint8_t b[SQUASHFS_DIR_INDEX_SIZE];
 		char iname[SQUASHFS_NAME_LEN];
 		uint32_t index, start, len;
-		int ret;
 
 		ret = lsq_meta_read(img, &icur, b, sizeof(b));
 		if (ret)
-			return ret;
+			break;
 		index = lsq_le32(b);
 		start = lsq_le32(b + 4);
 		len = lsq_le32(b + 8) + 1;
-		if (len > SQUASHFS_NAME_LEN)
-			return dir_corrupt(it, "index name too long");
+		if (len > SQUASHFS_NAME_LEN) {
+			ret = dir_corrupt(it, "index name too long");
+			break;
+		}
 		ret = lsq_meta_read(img, &icur, iname, len);
 		if (ret)
-			return ret;
+			break;
 		/* Indexes must move forward inside the listing, else ignore
 		 * the rest of the index and scan. */
 		if (index >= it->size || (found && index <= best_pos))
@@ -102,9 +105,13 @@ static int dir_iter_seek(struct dir_iter *it, uint64_t target,
 		best_block = start;
 		found = true;
 	}
+	lsq_meta_cursor_fini(&icur);
+	if (ret)
+		return ret;
 	if (found) {
 		uint64_t off = (dir->priv.a & 0xffff) + best_pos;
 
+		lsq_meta_cursor_fini(&it->cur);
 		lsq_meta_cursor_init(&it->cur, &img->dir_table, best_block,
 				     (uint32_t)(off % SQUASHFS_METADATA_SIZE));
 		it->pos = best_pos;
@@ -185,12 +192,14 @@ static uint32_t type_mode(unsigned basic)
 	return bits[basic];
 }
 
+static int readdir_entries(struct dir_iter *it, uint64_t cookie,
+			   lsq_dirent_fn fn, void *ctx);
+
 int lsq_image_readdir(struct lsq_image *img, const struct lsq_inode *dir,
 		      uint64_t cookie, lsq_dirent_fn fn, void *ctx)
 {
 	struct lsq_dirent de;
 	struct dir_iter it;
-	struct dir_entry e;
 	int ret;
 
 	if (!S_ISDIR(dir->mode))
@@ -221,18 +230,31 @@ int lsq_image_readdir(struct lsq_image *img, const struct lsq_inode *dir,
 		cookie = 3;
 
 	dir_iter_init(&it, img, dir);
+	ret = readdir_entries(&it, cookie, fn, ctx);
+	lsq_meta_cursor_fini(&it.cur);
+	return ret;
+}
+
+static int readdir_entries(struct dir_iter *it, uint64_t cookie,
+			   lsq_dirent_fn fn, void *ctx)
+{
+	struct lsq_dirent de;
+	struct dir_entry e;
+	int ret;
+
+	memset(&de, 0, sizeof(de));
 	if (cookie > 3) {
-		ret = dir_iter_seek(&it, cookie - 3, NULL, 0);
+		ret = dir_iter_seek(it, cookie - 3, NULL, 0);
 		if (ret)
 			return ret;
 	}
 	for (;;) {
-		ret = dir_iter_next(&it, &e);
+		ret = dir_iter_next(it, &e);
 		if (ret == 1)
 			return LSQ_OK;
 		if (ret)
 			return ret;
-		if (it.pos + 3 <= cookie)
+		if (it->pos + 3 <= cookie)
 			continue; /* consumed by an earlier call */
 		de.is_dot = false;
 		de.name = e.name;
@@ -240,17 +262,19 @@ int lsq_image_readdir(struct lsq_image *img, const struct lsq_inode *dir,
 		de.inode_number = e.inode_number;
 		de.type = type_mode(e.type);
 		de.ref = e.ref;
-		de.next_cookie = it.pos + 3;
+		de.next_cookie = it->pos + 3;
 		if (fn(ctx, &de))
 			return LSQ_OK;
 	}
 }
 
+static int lookup_entry(struct dir_iter *it, const char *name,
+			size_t name_len, struct lsq_inode *out);
+
 int lsq_image_lookup(struct lsq_image *img, const struct lsq_inode *dir,
 		     const char *name, size_t name_len, struct lsq_inode *out)
 {
 	struct dir_iter it;
-	struct dir_entry e;
 	int ret;
 
 	if (!S_ISDIR(dir->mode))
@@ -260,11 +284,23 @@ int lsq_image_lookup(struct lsq_image *img, const struct lsq_inode *dir,
 	if (name_len == 0)
 		return LSQ_ERR_NOT_FOUND;
 	dir_iter_init(&it, img, dir);
-	ret = dir_iter_seek(&it, 0, name, name_len);
+	ret = lookup_entry(&it, name, name_len, out);
+	lsq_meta_cursor_fini(&it.cur);
+	return ret;
+}
+
+static int lookup_entry(struct dir_iter *it, const char *name,
+			size_t name_len, struct lsq_inode *out)
+{
+	struct lsq_image *img = it->img;
+	struct dir_entry e;
+	int ret;
+
+	ret = dir_iter_seek(it, 0, name, name_len);
 	if (ret)
 		return ret;
 	for (;;) {
-		ret = dir_iter_next(&it, &e);
+		ret = dir_iter_next(it, &e);
 		if (ret == 1)
 			return LSQ_ERR_NOT_FOUND;
 		if (ret)
@@ -277,7 +313,7 @@ int lsq_image_lookup(struct lsq_image *img, const struct lsq_inode *dir,
 				return ret;
 			if ((child.mode & S_IFMT) != type_mode(e.type))
 				return lsq_image_corrupt(img, LSQ_ERR_CORRUPT,
-							 it.cur.block,
+							 it->cur.block,
 							 "entry type of '%.*s' differs from its inode",
 							 (int)name_len, name);
 			*out = child;

@@ -158,6 +158,7 @@ static int blockidx_loader(void *ctx, uint64_t key, struct lsq_block **out)
 		}
 		ret = lsq_meta_read(img, &cur, words, 4 * (size_t)n);
 		if (ret) {
+			lsq_meta_cursor_fini(&cur);
 			lsq_block_put(blk);
 			return ret;
 		}
@@ -165,14 +166,15 @@ static int blockidx_loader(void *ctx, uint64_t key, struct lsq_block **out)
 			data += SQUASHFS_BLOCK_ONDISK_SIZE(lsq_le32(words + 4 * j));
 		i += n;
 	}
+	lsq_meta_cursor_fini(&cur);
 	blk->key = key;
 	blk->size = (size_t)ncp * sizeof(*cp);
 	*out = blk;
 	return LSQ_OK;
 }
 
-/* Position cur at the size word of block 'index' and return that block's
- * absolute offset. */
+/* Position cur (holding no block) at the size word of block 'index' and
+ * return that block's absolute offset. The caller finishes cur. */
 static int block_list_seek(struct lsq_image *img, const struct lsq_inode *file,
 			   uint32_t index, struct meta_cursor *cur,
 			   uint64_t *data_offset)
@@ -241,15 +243,14 @@ static int read_fragment_tail(struct lsq_image *img,
 	return LSQ_OK;
 }
 
+static int read_blocks(struct lsq_image *img, const struct lsq_inode *file,
+		       uint8_t *dst, uint64_t offset, uint64_t end,
+		       struct meta_cursor *cur);
+
 int lsq_file_read(struct lsq_image *img, const struct lsq_inode *file,
 		  void *buf, size_t len, uint64_t offset, size_t *nread)
 {
-	uint64_t bs = img->sb.block_size;
-	uint8_t *dst = buf;
-	struct meta_cursor cur;
-	uint64_t data_offset = 0, end;
-	uint32_t index, nblocks = file->priv.e;
-	bool positioned = false;
+	struct meta_cursor cur = { 0 };
 	int ret;
 
 	if (offset >= file->size || len == 0) {
@@ -258,7 +259,25 @@ int lsq_file_read(struct lsq_image *img, const struct lsq_inode *file,
 	}
 	if (len > file->size - offset)
 		len = (size_t)(file->size - offset);
-	end = offset + len;
+	ret = read_blocks(img, file, buf, offset, offset + len, &cur);
+	lsq_meta_cursor_fini(&cur);
+	if (ret)
+		return ret;
+	*nread = len;
+	return LSQ_OK;
+}
+
+/* Copy [offset, end) of the file to dst; cur is the caller's. */
+static int read_blocks(struct lsq_image *img, const struct lsq_inode *file,
+		       uint8_t *dst, uint64_t offset, uint64_t end,
+		       struct meta_cursor *cur)
+{
+	uint64_t bs = img->sb.block_size;
+	uint64_t data_offset = 0;
+	uint32_t index, nblocks = file->priv.e;
+	bool positioned = false;
+	int ret;
+
 	index = (uint32_t)(offset >> img->sb.block_log);
 
 	while (offset < end) {
@@ -281,13 +300,13 @@ int lsq_file_read(struct lsq_image *img, const struct lsq_inode *file,
 			uint32_t word;
 
 			if (!positioned) {
-				ret = block_list_seek(img, file, index, &cur,
+				ret = block_list_seek(img, file, index, cur,
 						      &data_offset);
 				if (ret)
 					return ret;
 				positioned = true;
 			}
-			ret = lsq_meta_read(img, &cur, w, 4);
+			ret = lsq_meta_read(img, cur, w, 4);
 			if (ret)
 				return ret;
 			word = lsq_le32(w);
@@ -321,7 +340,6 @@ int lsq_file_read(struct lsq_image *img, const struct lsq_inode *file,
 		offset += n;
 		index++;
 	}
-	*nread = len;
 	return LSQ_OK;
 }
 

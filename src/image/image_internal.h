@@ -55,17 +55,26 @@ struct lsq_image {
 	struct lsq_block_cache *blockidx_cache; /* key: inode ref */
 };
 
-/* A position in a metadata stream. */
+/* A position in a metadata stream. The cursor keeps a reference to the
+ * block it last read from, so the many small reads of a decode cost one
+ * cache lookup per block rather than one each. A cursor is owned by one
+ * caller; a copy must not share blk (clear it), and every initialised
+ * cursor ends with lsq_meta_cursor_fini(). */
 struct meta_cursor {
 	const struct meta_table *table;
 	uint64_t block;   /* absolute offset of the current metadata block */
 	uint32_t offset;  /* offset inside its decompressed bytes */
+	struct lsq_block *blk; /* referenced block last read, or NULL */
 };
 
-/* Position a cursor at ref-style (block relative to table, offset). */
+/* Position a cursor at ref-style (block relative to table, offset). A
+ * cursor that holds a block must be finished first. */
 void lsq_meta_cursor_init(struct meta_cursor *cur,
 			  const struct meta_table *table, uint64_t rel_block,
 			  uint32_t offset);
+
+/* Drop the cursor's block reference; safe to call more than once. */
+void lsq_meta_cursor_fini(struct meta_cursor *cur);
 
 /* Read len bytes from the metadata stream and advance. */
 int lsq_meta_read(struct lsq_image *img, struct meta_cursor *cur, void *buf,

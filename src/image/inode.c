@@ -53,10 +53,23 @@ static uint32_t type_bits(unsigned basic_type)
 	return bits[basic_type];
 }
 
+static int decode_inode(struct lsq_image *img, lsq_inode_ref ref,
+			struct meta_cursor *cur, struct lsq_inode *out);
+
 int lsq_image_inode(struct lsq_image *img, lsq_inode_ref ref,
 		    struct lsq_inode *out)
 {
-	struct meta_cursor cur;
+	struct meta_cursor cur = { 0 };
+	int ret = decode_inode(img, ref, &cur, out);
+
+	lsq_meta_cursor_fini(&cur);
+	return ret;
+}
+
+/* cur is borrowed: positioned here, finished by the caller. */
+static int decode_inode(struct lsq_image *img, lsq_inode_ref ref,
+			struct meta_cursor *cur, struct lsq_inode *out)
+{
 	struct lsq_inode ino;
 	uint8_t b[40];
 	unsigned type, basic;
@@ -65,8 +78,8 @@ int lsq_image_inode(struct lsq_image *img, lsq_inode_ref ref,
 	if ((ref & 0xffff) >= SQUASHFS_METADATA_SIZE ||
 	    (ref >> 16) >= img->inode_table.limit - img->inode_table.start)
 		return bad_inode(img, ref, "reference outside the inode table");
-	lsq_meta_cursor_init(&cur, &img->inode_table, ref >> 16, ref & 0xffff);
-	ret = lsq_meta_read(img, &cur, b, SQUASHFS_BASE_INODE_SIZE);
+	lsq_meta_cursor_init(cur, &img->inode_table, ref >> 16, ref & 0xffff);
+	ret = lsq_meta_read(img, cur, b, SQUASHFS_BASE_INODE_SIZE);
 	if (ret)
 		return ret;
 
@@ -92,7 +105,7 @@ int lsq_image_inode(struct lsq_image *img, lsq_inode_ref ref,
 
 	switch (type) {
 	case SQUASHFS_DIR_TYPE:
-		ret = lsq_meta_read(img, &cur, b, 16);
+		ret = lsq_meta_read(img, cur, b, 16);
 		if (ret)
 			return ret;
 		ino.priv.a = ((uint64_t)lsq_le32(b) << 16) | lsq_le16(b + 10);
@@ -101,7 +114,7 @@ int lsq_image_inode(struct lsq_image *img, lsq_inode_ref ref,
 		ino.priv.c = lsq_le32(b + 12);
 		break;
 	case SQUASHFS_LDIR_TYPE:
-		ret = lsq_meta_read(img, &cur, b, 24);
+		ret = lsq_meta_read(img, cur, b, 24);
 		if (ret)
 			return ret;
 		ino.nlink = lsq_le32(b);
@@ -110,10 +123,10 @@ int lsq_image_inode(struct lsq_image *img, lsq_inode_ref ref,
 		ino.priv.c = lsq_le32(b + 12);
 		ino.priv.e = lsq_le16(b + 16);
 		ino.xattr_index = lsq_le32(b + 20);
-		ino.priv.d = cursor_ref(&cur); /* directory index follows */
+		ino.priv.d = cursor_ref(cur); /* directory index follows */
 		break;
 	case SQUASHFS_REG_TYPE:
-		ret = lsq_meta_read(img, &cur, b, 16);
+		ret = lsq_meta_read(img, cur, b, 16);
 		if (ret)
 			return ret;
 		ino.nlink = 1;
@@ -121,12 +134,12 @@ int lsq_image_inode(struct lsq_image *img, lsq_inode_ref ref,
 		ino.priv.c = lsq_le32(b + 4);
 		ino.priv.d = lsq_le32(b + 8);
 		ino.size = lsq_le32(b + 12);
-		ino.priv.b = cursor_ref(&cur); /* block list follows */
+		ino.priv.b = cursor_ref(cur); /* block list follows */
 		/* st_blocks as the kernel computes it for basic files */
 		ino.priv.f = 0;
 		break;
 	case SQUASHFS_LREG_TYPE:
-		ret = lsq_meta_read(img, &cur, b, 40);
+		ret = lsq_meta_read(img, cur, b, 40);
 		if (ret)
 			return ret;
 		ino.priv.a = lsq_le64(b);
@@ -136,12 +149,12 @@ int lsq_image_inode(struct lsq_image *img, lsq_inode_ref ref,
 		ino.priv.c = lsq_le32(b + 28);
 		ino.priv.d = lsq_le32(b + 32);
 		ino.xattr_index = lsq_le32(b + 36);
-		ino.priv.b = cursor_ref(&cur);
+		ino.priv.b = cursor_ref(cur);
 		ino.priv.g = lsq_le64(b + 16); /* sparse bytes */
 		break;
 	case SQUASHFS_SYMLINK_TYPE:
 	case SQUASHFS_LSYMLINK_TYPE:
-		ret = lsq_meta_read(img, &cur, b, 8);
+		ret = lsq_meta_read(img, cur, b, 8);
 		if (ret)
 			return ret;
 		ino.nlink = lsq_le32(b);
@@ -149,11 +162,11 @@ int lsq_image_inode(struct lsq_image *img, lsq_inode_ref ref,
 		/* The kernel refuses targets longer than a page. */
 		if (ino.size > 4096)
 			return bad_inode(img, ref, "symlink target too long");
-		ino.priv.b = cursor_ref(&cur);
+		ino.priv.b = cursor_ref(cur);
 		if (type == SQUASHFS_LSYMLINK_TYPE) {
-			ret = lsq_meta_skip(img, &cur, (size_t)ino.size);
+			ret = lsq_meta_skip(img, cur, (size_t)ino.size);
 			if (!ret)
-				ret = lsq_meta_read(img, &cur, b, 4);
+				ret = lsq_meta_read(img, cur, b, 4);
 			if (ret)
 				return ret;
 			ino.xattr_index = lsq_le32(b);
@@ -163,7 +176,7 @@ int lsq_image_inode(struct lsq_image *img, lsq_inode_ref ref,
 	case SQUASHFS_CHRDEV_TYPE:
 	case SQUASHFS_LBLKDEV_TYPE:
 	case SQUASHFS_LCHRDEV_TYPE:
-		ret = lsq_meta_read(img, &cur, b, type > 7 ? 12 : 8);
+		ret = lsq_meta_read(img, cur, b, type > 7 ? 12 : 8);
 		if (ret)
 			return ret;
 		ino.nlink = lsq_le32(b);
@@ -172,7 +185,7 @@ int lsq_image_inode(struct lsq_image *img, lsq_inode_ref ref,
 			ino.xattr_index = lsq_le32(b + 8);
 		break;
 	default: /* fifo, socket */
-		ret = lsq_meta_read(img, &cur, b, type > 7 ? 8 : 4);
+		ret = lsq_meta_read(img, cur, b, type > 7 ? 8 : 4);
 		if (ret)
 			return ret;
 		ino.nlink = lsq_le32(b);
@@ -261,6 +274,7 @@ int lsq_image_readlink(struct lsq_image *img, const struct lsq_inode *link,
 	lsq_meta_cursor_init(&cur, &img->inode_table, link->priv.b >> 16,
 			     link->priv.b & 0xffff);
 	ret = lsq_meta_read(img, &cur, buf, (size_t)link->size);
+	lsq_meta_cursor_fini(&cur);
 	if (ret) {
 		free(buf);
 		return ret;

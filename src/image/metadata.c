@@ -100,79 +100,80 @@ void lsq_meta_cursor_init(struct meta_cursor *cur,
 			  uint32_t offset)
 {
 	cur->table = table;
-	/* May overflow past limit; lsq_meta_read checks before any use. */
+	/* May overflow past limit; meta_walk checks before any use. */
 	cur->block = table->start + rel_block;
 	cur->offset = offset;
+	cur->blk = NULL;
 }
 
-/* Walk len bytes; copy them into buf when buf is not NULL. */
-static int meta_walk(struct lsq_image *img, struct meta_cursor *cur,
+void lsq_meta_cursor_fini(struct meta_cursor *cur)
+{
+	lsq_block_put(cur->blk);
+	cur->blk = NULL;
+}
+
+/* Walk len bytes; copy them into buf when buf is not NULL. On failure the
+ * position is undefined (callers give up), the reference is still owned. */
+static int meta_walk(struct lsq_image *img, struct meta_cursor *c,
 		     uint8_t *buf, size_t len)
 {
-	struct meta_cursor c = *cur;
-
 	while (len > 0) {
-		struct lsq_block *blk;
+		struct lsq_block *blk = c->blk;
 		size_t n;
 		int ret;
 
-		if (c.block < c.table->start || c.block >= c.table->limit)
-			return lsq_image_corrupt(img, LSQ_ERR_OUT_OF_BOUNDS,
-						 c.block,
-						 "%s reference outside the table",
-						 c.table->name);
-		ret = lsq_meta_block_get(img, c.block, &blk);
-		if (ret)
-			return ret;
-		if (blk->aux > c.table->limit) {
-			lsq_block_put(blk);
-			return lsq_image_corrupt(img, LSQ_ERR_OUT_OF_BOUNDS,
-						 c.block,
-						 "%s block runs past the table",
-						 c.table->name);
+		if (!blk || blk->key != c->block) {
+			lsq_meta_cursor_fini(c);
+			if (c->block < c->table->start ||
+			    c->block >= c->table->limit)
+				return lsq_image_corrupt(img, LSQ_ERR_OUT_OF_BOUNDS,
+							 c->block,
+							 "%s reference outside the table",
+							 c->table->name);
+			ret = lsq_meta_block_get(img, c->block, &blk);
+			if (ret)
+				return ret;
+			c->blk = blk;
+			if (blk->aux > c->table->limit)
+				return lsq_image_corrupt(img, LSQ_ERR_OUT_OF_BOUNDS,
+							 c->block,
+							 "%s block runs past the table",
+							 c->table->name);
 		}
-		if (c.offset >= blk->size) {
+		if (c->offset >= blk->size) {
 			/* Nothing left here: continue in the next block. A
 			 * short block followed by more data is what makes
 			 * offset exceed size; only full blocks may be left
 			 * with the offset at their end. */
 			if (blk->size != SQUASHFS_METADATA_SIZE &&
-			    c.offset > blk->size) {
-				lsq_block_put(blk);
+			    c->offset > blk->size)
 				return lsq_image_corrupt(img, LSQ_ERR_CORRUPT,
-							 c.block,
+							 c->block,
 							 "%s offset %u past a short block of %zu bytes",
-							 c.table->name, c.offset,
+							 c->table->name, c->offset,
 							 blk->size);
-			}
-			size_t size = blk->size;
-
-			c.offset -= (uint32_t)size;
-			c.block = blk->aux;
-			lsq_block_put(blk);
-			if (size == 0)
+			if (blk->size == 0)
 				return lsq_image_corrupt(img, LSQ_ERR_CORRUPT,
-							 c.block,
-							 "%s empty block",
-							 c.table->name);
+							 c->block, "%s empty block",
+							 c->table->name);
+			c->offset -= (uint32_t)blk->size;
+			c->block = blk->aux;
 			continue;
 		}
-		n = blk->size - c.offset;
+		n = blk->size - c->offset;
 		if (n > len)
 			n = len;
 		if (buf) {
-			memcpy(buf, blk->data + c.offset, n);
+			memcpy(buf, blk->data + c->offset, n);
 			buf += n;
 		}
-		c.offset += (uint32_t)n;
+		c->offset += (uint32_t)n;
 		len -= n;
-		if (c.offset == blk->size && blk->size == SQUASHFS_METADATA_SIZE) {
-			c.offset = 0;
-			c.block = blk->aux;
+		if (c->offset == blk->size && blk->size == SQUASHFS_METADATA_SIZE) {
+			c->offset = 0;
+			c->block = blk->aux;
 		}
-		lsq_block_put(blk);
 	}
-	*cur = c;
 	return LSQ_OK;
 }
 

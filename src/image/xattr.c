@@ -28,7 +28,7 @@ static int xattr_open(struct lsq_image *img, const struct lsq_inode *inode,
 	uint64_t ref;
 	int ret;
 
-	run->count = 0;
+	memset(run, 0, sizeof(*run));
 	if (inode->xattr_index == LSQ_NO_XATTR || !img->xattr_ids.count)
 		return LSQ_OK;
 	ret = lsq_lookup_table_read(img, &img->xattr_ids, inode->xattr_index, e);
@@ -72,13 +72,33 @@ static int read_key(struct lsq_image *img, struct meta_cursor *cur,
 	return LSQ_OK;
 }
 
-/* Read the value header at cur; for out-of-line values follow the
- * reference. Leaves *vcur at the value bytes and *vsize their count. */
-static int read_value_header(struct lsq_image *img, struct meta_cursor *cur,
-			     const struct xattr_key *k, struct meta_cursor *vcur,
-			     uint32_t *vsize)
+/* Step cur over the value that follows key k. */
+static int skip_value(struct lsq_image *img, struct meta_cursor *cur,
+		      const struct xattr_key *k)
+{
+	uint8_t b[4];
+	uint32_t vsize;
+	int ret;
+
+	ret = lsq_meta_read(img, cur, b, 4);
+	if (ret)
+		return ret;
+	vsize = lsq_le32(b);
+	if (k->out_of_line && vsize != 8)
+		return lsq_image_corrupt(img, LSQ_ERR_CORRUPT, cur->block,
+					 "out-of-line xattr reference of %u bytes",
+					 vsize);
+	return lsq_meta_skip(img, cur, vsize);
+}
+
+/* Position vcur (a fresh cursor the caller finishes) at the bytes of the
+ * value that follows key k at cur, following an out-of-line reference. */
+static int open_value(struct lsq_image *img, struct meta_cursor *cur,
+		      const struct xattr_key *k, struct meta_cursor *vcur,
+		      uint32_t *vsize)
 {
 	uint8_t b[12];
+	uint64_t ref;
 	int ret;
 
 	ret = lsq_meta_read(img, cur, b, 4);
@@ -86,8 +106,9 @@ static int read_value_header(struct lsq_image *img, struct meta_cursor *cur,
 		return ret;
 	*vsize = lsq_le32(b);
 	if (!k->out_of_line) {
-		*vcur = *cur;
-		return lsq_meta_skip(img, cur, *vsize);
+		lsq_meta_cursor_init(vcur, cur->table, 0, cur->offset);
+		vcur->block = cur->block;
+		return LSQ_OK;
 	}
 	if (*vsize != 8)
 		return lsq_image_corrupt(img, LSQ_ERR_CORRUPT, cur->block,
@@ -96,8 +117,8 @@ static int read_value_header(struct lsq_image *img, struct meta_cursor *cur,
 	ret = lsq_meta_read(img, cur, b, 8);
 	if (ret)
 		return ret;
-	lsq_meta_cursor_init(vcur, &img->xattr_table, lsq_le64(b) >> 16,
-			     lsq_le64(b) & 0xffff);
+	ref = lsq_le64(b);
+	lsq_meta_cursor_init(vcur, &img->xattr_table, ref >> 16, ref & 0xffff);
 	ret = lsq_meta_read(img, vcur, b, 4);
 	if (ret)
 		return ret;
@@ -105,32 +126,19 @@ static int read_value_header(struct lsq_image *img, struct meta_cursor *cur,
 	return LSQ_OK;
 }
 
-int lsq_image_listxattr(struct lsq_image *img, const struct lsq_inode *inode,
-			char *buf, size_t size, size_t *needed)
+static int list_names(struct lsq_image *img, struct xattr_run *run,
+		      char *buf, size_t size, size_t *needed)
 {
-	struct xattr_run run;
 	size_t total = 0;
 	int ret;
 
-	/* Without an xattr table the kernel has no xattr handlers; inodes
-	 * whose inode_operations carry listxattr (dirs, symlinks, extended
-	 * inodes) then fail with EOPNOTSUPP, the others list nothing. */
-	if (img->sb.xattr_id_table_start == SQUASHFS_INVALID_BLK &&
-	    (S_ISDIR(inode->mode) || S_ISLNK(inode->mode) ||
-	     inode->priv.disk_type > SQUASHFS_SOCKET_TYPE))
-		return LSQ_ERR_UNSUPPORTED;
-	ret = xattr_open(img, inode, &run);
-	if (ret)
-		return ret;
-	for (uint32_t i = 0; i < run.count; i++) {
-		struct meta_cursor vcur;
+	for (uint32_t i = 0; i < run->count; i++) {
 		struct xattr_key k;
-		uint32_t vsize;
 		size_t plen, n;
 
-		ret = read_key(img, &run.cur, &k);
+		ret = read_key(img, &run->cur, &k);
 		if (!ret)
-			ret = read_value_header(img, &run.cur, &k, &vcur, &vsize);
+			ret = skip_value(img, &run->cur, &k);
 		if (ret)
 			return ret;
 		if (k.prefix >= 3)
@@ -148,6 +156,64 @@ int lsq_image_listxattr(struct lsq_image *img, const struct lsq_inode *inode,
 	}
 	*needed = total;
 	return LSQ_OK;
+}
+
+int lsq_image_listxattr(struct lsq_image *img, const struct lsq_inode *inode,
+			char *buf, size_t size, size_t *needed)
+{
+	struct xattr_run run;
+	int ret;
+
+	/* Without an xattr table the kernel has no xattr handlers; inodes
+	 * whose inode_operations carry listxattr (dirs, symlinks, extended
+	 * inodes) then fail with EOPNOTSUPP, the others list nothing. */
+	if (img->sb.xattr_id_table_start == SQUASHFS_INVALID_BLK &&
+	    (S_ISDIR(inode->mode) || S_ISLNK(inode->mode) ||
+	     inode->priv.disk_type > SQUASHFS_SOCKET_TYPE))
+		return LSQ_ERR_UNSUPPORTED;
+	ret = xattr_open(img, inode, &run);
+	if (ret)
+		return ret;
+	ret = list_names(img, &run, buf, size, needed);
+	lsq_meta_cursor_fini(&run.cur);
+	return ret;
+}
+
+static int find_value(struct lsq_image *img, struct xattr_run *run,
+		      unsigned prefix, const char *suffix, size_t suffix_len,
+		      void *buf, size_t size, size_t *needed)
+{
+	int ret;
+
+	for (uint32_t i = 0; i < run->count; i++) {
+		struct meta_cursor vcur;
+		struct xattr_key k;
+		uint32_t vsize;
+
+		ret = read_key(img, &run->cur, &k);
+		if (ret)
+			return ret;
+		if (k.prefix != prefix || k.name_len != suffix_len ||
+		    memcmp(k.name, suffix, suffix_len)) {
+			ret = skip_value(img, &run->cur, &k);
+			if (ret)
+				return ret;
+			continue;
+		}
+		lsq_meta_cursor_init(&vcur, run->cur.table, 0, 0);
+		ret = open_value(img, &run->cur, &k, &vcur, &vsize);
+		if (!ret && size) {
+			if (vsize > size)
+				ret = LSQ_ERR_RANGE;
+			else
+				ret = lsq_meta_read(img, &vcur, buf, vsize);
+		}
+		lsq_meta_cursor_fini(&vcur);
+		if (!ret)
+			*needed = vsize;
+		return ret;
+	}
+	return LSQ_ERR_NO_XATTR;
 }
 
 int lsq_image_getxattr(struct lsq_image *img, const struct lsq_inode *inode,
@@ -179,28 +245,8 @@ int lsq_image_getxattr(struct lsq_image *img, const struct lsq_inode *inode,
 	ret = xattr_open(img, inode, &run);
 	if (ret)
 		return ret;
-	for (uint32_t i = 0; i < run.count; i++) {
-		struct meta_cursor vcur;
-		struct xattr_key k;
-		uint32_t vsize;
-
-		ret = read_key(img, &run.cur, &k);
-		if (!ret)
-			ret = read_value_header(img, &run.cur, &k, &vcur, &vsize);
-		if (ret)
-			return ret;
-		if (k.prefix != prefix || k.name_len != suffix_len ||
-		    memcmp(k.name, suffix, suffix_len))
-			continue;
-		if (size) {
-			if (vsize > size)
-				return LSQ_ERR_RANGE;
-			ret = lsq_meta_read(img, &vcur, buf, vsize);
-			if (ret)
-				return ret;
-		}
-		*needed = vsize;
-		return LSQ_OK;
-	}
-	return LSQ_ERR_NO_XATTR;
+	ret = find_value(img, &run, prefix, suffix, suffix_len, buf, size,
+			 needed);
+	lsq_meta_cursor_fini(&run.cur);
+	return ret;
 }

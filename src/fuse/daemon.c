@@ -215,6 +215,7 @@ static int run_mount(struct lsq_mount_options *opt)
 			      sizeof(lsq_fuse_ops), &m);
 	if (!se)
 		goto out_free;
+	m.se = se; /* for notifications (page store) */
 	if (open_image(opt, &m.img))
 		goto out_destroy;
 	m.root = lsq_image_root(m.img);

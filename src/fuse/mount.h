@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "fuse/page_store.h"
 #include "lsq/image.h"
 
 /* The root xattr through which a running mount reports its counters. It is
@@ -32,6 +33,8 @@ struct lsq_mount {
 	double entry_timeout;   /* seconds; the image never changes */
 	double attr_timeout;
 	unsigned max_read;      /* -o max_read, 0 when not given */
+	struct fuse_session *se; /* set by the daemon before the loop runs */
+	struct lsq_page_store page_store; /* initialised in init */
 	/* set once in init, before any other request */
 	bool zero_open;         /* answer open with ENOSYS (no open/release) */
 	bool zero_opendir;      /* same for opendir/releasedir */

@@ -121,6 +121,7 @@ static void lsq_op_init(void *userdata, struct fuse_conn_info *conn)
 	 * directory caches kept (FOPEN_KEEP_CACHE | FOPEN_CACHE_DIR are
 	 * its defaults then). Nothing is per-open here, so every open and
 	 * close becomes free. */
+	lsq_page_store_init(&m->page_store, m->img, m->se);
 	m->zero_open = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
 	m->zero_opendir = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
 	/* Cached pages can never be stale: skip the kernel's mtime/size
@@ -144,6 +145,7 @@ static void lsq_op_destroy(void *userdata)
 {
 	struct lsq_mount *m = userdata;
 
+	lsq_page_store_fini(&m->page_store);
 	while (m->handles)
 		handle_free(m, m->handles);
 }
@@ -306,10 +308,15 @@ static void lsq_op_read(fuse_req_t req, fuse_ino_t ino, size_t size,
 		return;
 	}
 	err = lsq_image_read(m->img, file, buf, size, (uint64_t)off, &nread);
-	if (err)
+	if (err) {
 		lsq_reply_err(req, err);
-	else
+	} else {
 		fuse_reply_buf(req, buf, nread);
+		/* only after the reply: until then the kernel holds the
+		 * pages of this request locked */
+		lsq_page_store_after_read(&m->page_store, ino, file,
+					  (uint64_t)off, nread);
+	}
 	free(buf);
 }
 

@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: MIT */
+#include "fuse/page_store.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "common/log.h"
+
+void lsq_page_store_init(struct lsq_page_store *ps, struct lsq_image *img,
+			 struct fuse_session *se)
+{
+	memset(ps, 0, sizeof(*ps));
+	ps->img = img;
+	ps->se = se;
+	pthread_mutex_init(&ps->lock, NULL);
+	pthread_cond_init(&ps->cond, NULL);
+}
+
+static void store_one(struct lsq_page_store *ps, uint8_t *buf,
+		      const struct lsq_page_store_req *r)
+{
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(0);
+	size_t n = 0;
+
+	if (lsq_image_read(ps->img, &r->inode, buf, (size_t)r->len, r->offset,
+			   &n) || n == 0)
+		return; /* the read path reports image errors */
+	bv.buf[0].mem = buf;
+	bv.buf[0].size = n;
+	/* ENOENT when the kernel forgot the inode meanwhile: harmless */
+	(void)fuse_lowlevel_notify_store(ps->se, r->ino, (off_t)r->offset, &bv, 0);
+}
+
+static void *store_thread(void *arg)
+{
+	struct lsq_page_store *ps = arg;
+	uint8_t *buf = malloc(lsq_image_info(ps->img)->block_size);
+
+	if (!buf)
+		return NULL;
+	pthread_mutex_lock(&ps->lock);
+	for (;;) {
+		struct lsq_page_store_req r;
+
+		while (!ps->stop && ps->count == 0)
+			pthread_cond_wait(&ps->cond, &ps->lock);
+		if (ps->stop)
+			break;
+		r = ps->queue[ps->head];
+		ps->head = (ps->head + 1) % LSQ_PAGE_STORE_QUEUE;
+		ps->count--;
+		ps->stored_bytes += r.len;
+		pthread_mutex_unlock(&ps->lock);
+		store_one(ps, buf, &r);
+		pthread_mutex_lock(&ps->lock);
+	}
+	pthread_mutex_unlock(&ps->lock);
+	free(buf);
+	return NULL;
+}
+
+void lsq_page_store_after_read(struct lsq_page_store *ps, fuse_ino_t ino,
+			       const struct lsq_inode *file, uint64_t offset,
+			       uint64_t len)
+{
+	uint64_t bs = lsq_image_info(ps->img)->block_size;
+	uint64_t start = offset & ~(bs - 1);
+	uint64_t end = (offset + len + bs - 1) & ~(bs - 1);
+
+	if (!ps->se || len == 0)
+		return;
+	if (end > file->size)
+		end = file->size;
+	/* A read that already covered its blocks left nothing to store. */
+	if (start == offset && end <= offset + len)
+		return;
+	/* one block at a time keeps the thread's buffer at a block */
+	if (end - start > bs)
+		end = start + bs;
+
+	pthread_mutex_lock(&ps->lock);
+	if (ps->stop) {
+		pthread_mutex_unlock(&ps->lock);
+		return;
+	}
+	if (!ps->started) {
+		/* Started on first use, after the daemon forked. */
+		if (pthread_create(&ps->thread, NULL, store_thread, ps) != 0) {
+			ps->stop = true;
+			pthread_mutex_unlock(&ps->lock);
+			lsq_log(LSQ_LOG_WARNING, "page store disabled: cannot start its thread");
+			return;
+		}
+		ps->started = true;
+	}
+	if (ps->count > 0) {
+		/* neighbouring 4 KiB reads of one block queue it once */
+		const struct lsq_page_store_req *last =
+			&ps->queue[(ps->head + ps->count - 1) % LSQ_PAGE_STORE_QUEUE];
+
+		if (last->ino == ino && last->offset == start) {
+			pthread_mutex_unlock(&ps->lock);
+			return;
+		}
+	}
+	if (ps->count == LSQ_PAGE_STORE_QUEUE) {
+		ps->dropped++;
+	} else {
+		struct lsq_page_store_req *r =
+			&ps->queue[(ps->head + ps->count) % LSQ_PAGE_STORE_QUEUE];
+
+		r->ino = ino;
+		r->inode = *file;
+		r->offset = start;
+		r->len = end - start;
+		ps->count++;
+		pthread_cond_signal(&ps->cond);
+	}
+	pthread_mutex_unlock(&ps->lock);
+}
+
+void lsq_page_store_fini(struct lsq_page_store *ps)
+{
+	bool started;
+
+	pthread_mutex_lock(&ps->lock);
+	ps->stop = true;
+	started = ps->started;
+	pthread_cond_broadcast(&ps->cond);
+	pthread_mutex_unlock(&ps->lock);
+	if (started)
+		pthread_join(ps->thread, NULL);
+	pthread_cond_destroy(&ps->cond);
+	pthread_mutex_destroy(&ps->lock);
+}

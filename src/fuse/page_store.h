@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * page_store.h - fill the kernel's page cache with whole decompressed
+ * blocks.
+ *
+ * A 4 KiB read that misses the page cache costs a whole block to read and
+ * decompress; the kernel's squashfs then keeps every page of that block,
+ * FUSE keeps only the pages asked for. After such a read is answered, the
+ * block's range is queued here, and one thread pushes it into the page
+ * cache with fuse_lowlevel_notify_store(), so the neighbouring reads never
+ * reach the daemon.
+ *
+ * Why a thread: notify_store waits on page locks, and a page may be locked
+ * by a read that is queued for a worker. Workers therefore never block on
+ * the store: they queue and go on (a full queue drops the request); the
+ * store thread may wait, the workers serve the read that unblocks it.
+ */
+#ifndef LSQ_FUSE_PAGE_STORE_H
+#define LSQ_FUSE_PAGE_STORE_H
+
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lsq/image.h"
+
+#define LSQ_PAGE_STORE_QUEUE 64
+
+struct lsq_page_store_req {
+	fuse_ino_t ino;
+	struct lsq_inode inode;
+	uint64_t offset;
+	uint64_t len;
+};
+
+struct lsq_page_store {
+	struct lsq_image *img;
+	struct fuse_session *se;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	/* protected by lock: */
+	struct lsq_page_store_req queue[LSQ_PAGE_STORE_QUEUE];
+	unsigned head, count;
+	bool started, stop;
+	uint64_t stored_bytes, dropped;
+	pthread_t thread;
+};
+
+/* img and se are borrowed for the store's life. Starts no thread. */
+void lsq_page_store_init(struct lsq_page_store *ps, struct lsq_image *img,
+			 struct fuse_session *se);
+
+/* Queue the block-aligned range around a read of [offset, offset+len) of
+ * file. Never blocks on the store thread (started on first use). */
+void lsq_page_store_after_read(struct lsq_page_store *ps, fuse_ino_t ino,
+			       const struct lsq_inode *file, uint64_t offset,
+			       uint64_t len);
+
+/* Stop and join the thread; pending requests are dropped. */
+void lsq_page_store_fini(struct lsq_page_store *ps);
+
+#endif

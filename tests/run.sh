@@ -2,8 +2,8 @@
 # The whole test suite (the README's test command; .ci/run runs it after
 # installing dependencies):
 #   1. a warnings-as-errors build and every meson suite (unit, integration);
-#   2. an ASan+UBSan build and the unit suite plus the quick integration
-#      subset under the sanitizers.
+#   2. an ASan+UBSan build running every suite again, the integration one
+#      on a subset of its images (LSQ_ASAN_IMAGES).
 # Ends with one line "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -53,11 +53,12 @@ echo "== build with -Werror and run every suite"
 setup "$BUILD" -Dwerror=true
 run_suites "$BUILD"
 
-echo "== ASan+UBSan build: unit and quick integration suites"
+echo "== ASan+UBSan build: every suite, fewer images"
 setup "$ASAN_BUILD" -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-LSQ_QUICK=1 run_suites "$ASAN_BUILD" --timeout-multiplier 3
+LSQ_IMAGES=${LSQ_ASAN_IMAGES:-lz4hc-4k,xz-bcj-1m,lzma,gzip-uncompressed,zstd-noxattr,ng-xz} \
+	run_suites "$ASAN_BUILD" --timeout-multiplier 3
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

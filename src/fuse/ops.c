@@ -565,6 +565,23 @@ out_free:
 	free(buf);
 }
 
+/* Drop "trusted." names from a listxattr buffer; returns the new length. */
+static size_t drop_trusted(char *buf, size_t len)
+{
+	size_t in = 0, out = 0;
+
+	while (in < len) {
+		size_t n = strnlen(buf + in, len - in) + 1;
+
+		if (strncmp(buf + in, "trusted.", 8) != 0) {
+			memmove(buf + out, buf + in, n);
+			out += n;
+		}
+		in += n;
+	}
+	return out;
+}
+
 static void lsq_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	struct lsq_mount *m = mount_of(req);
@@ -574,17 +591,25 @@ static void lsq_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	int err;
 
 	err = inode_of(m, ino, &inode);
+	if (!err)
+		err = lsq_image_listxattr(m->img, &inode, NULL, 0, &needed);
 	if (err)
 		goto out;
-	if (size) {
-		buf = malloc(size);
-		if (!buf) {
-			err = LSQ_ERR_NOMEM;
-			goto out;
-		}
+	buf = malloc(needed ? needed : 1);
+	if (!buf) {
+		err = LSQ_ERR_NOMEM;
+		goto out;
 	}
-	err = lsq_image_listxattr(m->img, &inode, buf, size, &needed);
-	if (!err)
+	err = lsq_image_listxattr(m->img, &inode, buf, needed, &needed);
+	if (err)
+		goto out;
+	/* The kernel's squashfs lists trusted.* only to CAP_SYS_ADMIN; the
+	 * caller's uid is what FUSE tells us, so root stands for it. */
+	if (fuse_req_ctx(req)->uid != 0)
+		needed = drop_trusted(buf, needed);
+	if (size && needed > size)
+		err = LSQ_ERR_RANGE;
+	else
 		reply_xattr_value(req, buf, size, needed);
 out:
 	if (err)

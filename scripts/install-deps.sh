@@ -9,7 +9,7 @@ PKGS=(
 	zlib1g-dev liblzma-dev liblz4-dev liblzo2-dev libzstd-dev
 	squashfs-tools squashfs-tools-ng squashfuse
 	nginx-light fio valgrind attr python3 python3-pytest
-	util-linux kmod procps
+	util-linux kmod procps openssl ca-certificates
 )
 
 missing=()

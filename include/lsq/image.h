@@ -165,6 +165,11 @@ struct lsq_image_stats {
 	uint64_t meta_hits, meta_misses;
 	uint64_t data_hits, data_misses;
 	uint64_t frag_hits, frag_misses;
+	/* remote sources only (0 otherwise): HTTP transfers including
+	 * retries, body bytes received, retries, reads failed after all
+	 * retries, reads served from the source's pinned/readahead memory */
+	uint64_t http_requests, http_bytes, http_retries, http_failures;
+	uint64_t http_memory_hits;
 };
 void lsq_image_get_stats(const struct lsq_image *img,
 			 struct lsq_image_stats *out);

@@ -75,6 +75,59 @@ int lsq_source_file_open(const char *path, uint64_t base_offset,
 int lsq_source_mem_create(const void *data, size_t size, const char *name,
 			  struct lsq_source **out);
 
+/* ---- HTTP(S) source (only functional when built with libcurl) ---- */
+
+#define LSQ_HTTP_MAX_MIRRORS 8
+
+/* Options of lsq_source_http_open(); fill with lsq_http_options_default()
+ * first. Strings are borrowed for the duration of the call only. */
+struct lsq_http_options {
+	unsigned max_connections;   /* easy handles / parallel requests (4) */
+	unsigned retries;           /* retries per read after the first try (5) */
+	double connect_timeout;     /* seconds (10) */
+	double timeout;             /* seconds per request, total (60) */
+	uint64_t readahead;         /* bytes fetched ahead when sequential (1M); 0: off */
+	uint64_t base_offset;       /* the image starts at this byte of the URL (0) */
+	const char *header_file;    /* "Name: value" lines, or NULL */
+	const char *cacert;         /* CA bundle file, or NULL for the system's */
+	int insecure;               /* skip TLS verification (0) */
+	const char *mirrors[LSQ_HTTP_MAX_MIRRORS]; /* other copies of the image */
+	unsigned nmirrors;
+};
+
+/* Counters of an HTTP source (one request = one HTTP transfer). */
+struct lsq_http_stats {
+	uint64_t requests;        /* transfers started, including retries */
+	uint64_t bytes_fetched;   /* body bytes received */
+	uint64_t retries;         /* transfers repeated after a failure */
+	uint64_t failures;        /* reads that failed after all retries */
+	uint64_t cache_hits;      /* reads served from pinned/readahead memory */
+	uint64_t readahead_bytes; /* bytes fetched beyond what was asked */
+};
+
+void lsq_http_options_default(struct lsq_http_options *opt);
+
+/* "libcurl/x.y.z OpenSSL/..." or "none (built without libcurl)"; static. */
+const char *lsq_source_http_backend(void);
+
+/* True when url starts with http://, https:// or file:// (any case). */
+int lsq_source_is_url(const char *url);
+
+/* Open an image by URL. http(s): one ranged GET probes the size and the
+ * validators (ETag, Last-Modified) and keeps the first 64 KiB; the server
+ * must honour Range. file://: the local file source. Every mirror is
+ * probed too and must match. On failure a one-line reason is written to
+ * err (never header values) and LSQ_ERR_IO, LSQ_ERR_TIMEOUT,
+ * LSQ_ERR_INVALID, LSQ_ERR_UNSUPPORTED (no libcurl) or LSQ_ERR_NOMEM is
+ * returned. Starts no thread that outlives the call. */
+int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
+			 struct lsq_source **out, char *err, size_t errlen);
+
+/* Copy the counters of an HTTP source; LSQ_ERR_INVALID for any other
+ * source. Thread-safe. */
+int lsq_source_http_get_stats(const struct lsq_source *src,
+			      struct lsq_http_stats *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -47,6 +47,23 @@ struct stats_watcher {
 	bool running;
 };
 
+/* The image's source, for the HTTP counters (NULL until opened). */
+static struct lsq_source *http_source;
+
+static void log_http_stats(void)
+{
+	struct lsq_http_stats hst;
+
+	if (!http_source || lsq_source_http_get_stats(http_source, &hst))
+		return;
+	lsq_log(LSQ_LOG_INFO, "http stats: requests=%" PRIu64
+		" bytes_fetched=%" PRIu64 " retries=%" PRIu64
+		" failures=%" PRIu64 " cache_hits=%" PRIu64
+		" readahead_bytes=%" PRIu64, hst.requests, hst.bytes_fetched,
+		hst.retries, hst.failures, hst.cache_hits,
+		hst.readahead_bytes);
+}
+
 static void log_stats(struct lsq_mount *m)
 {
 	struct lsq_image_stats st;
@@ -55,6 +72,7 @@ static void log_stats(struct lsq_mount *m)
 	lsq_image_get_stats(m->img, &st);
 	lsq_stats_format_line(&st, line, sizeof(line));
 	lsq_log(LSQ_LOG_INFO, "stats: %s", line);
+	log_http_stats();
 }
 
 static void *watch_stats(void *arg)
@@ -158,7 +176,19 @@ static int open_image(const struct lsq_mount_options *opt,
 	char errbuf[512] = "";
 	int err;
 
-	err = lsq_source_file_open(opt->image, opt->offset, &src);
+	if (lsq_source_is_url(opt->image)) {
+		struct lsq_http_options hopt = opt->http_opts;
+
+		hopt.base_offset = opt->offset;
+		err = lsq_source_http_open(opt->image, &hopt, &src, errbuf,
+					   sizeof(errbuf));
+		if (err) {
+			lsq_err_log("%s", errbuf[0] ? errbuf : lsq_strerror(err));
+			return err;
+		}
+	} else {
+		err = lsq_source_file_open(opt->image, opt->offset, &src);
+	}
 	if (err == LSQ_ERR_IO) {
 		lsq_err_log("%s: %s", opt->image, strerror(errno));
 		return err;
@@ -172,13 +202,16 @@ static int open_image(const struct lsq_mount_options *opt,
 		lsq_err_log("%s: %s", opt->image, lsq_strerror(err));
 		return err;
 	}
+	errbuf[0] = '\0';
 	err = lsq_image_open(src, &opt->image_opts, img, errbuf,
 			     sizeof(errbuf));
 	if (err) {
 		lsq_err_log("%s: %s", opt->image,
 			    errbuf[0] ? errbuf : lsq_strerror(err));
 		lsq_source_destroy(src);
+		return err;
 	}
+	http_source = src;
 	return err;
 }
 
@@ -235,6 +268,8 @@ static int run_mount(struct lsq_mount_options *opt)
 	start_watcher(&watcher, &m);
 	ret = run_loop(se, opt);
 	stop_watcher(&watcher);
+	/* before the unmount closes the channel the store thread writes to */
+	lsq_page_store_stop(&m.page_store);
 	/* > 0 is the signal that ended the loop: a clean stop */
 	if (ret < 0)
 		lsq_err_log("%s: request loop failed: %s", opt->mountpoint,
@@ -248,6 +283,9 @@ out_remove_handlers:
 	fuse_remove_signal_handlers(se);
 out_destroy:
 	fuse_session_destroy(se);
+	if (m.img)
+		log_http_stats();  /* the final counters of a remote image */
+	http_source = NULL;
 	lsq_image_close(m.img);
 out_free:
 	free(m.conn_opts);
@@ -301,6 +339,7 @@ static void print_version(void)
 	printf(PROG " %s\n", LSQ_VERSION);
 	printf("compressors: %s\n", lsq_codec_list());
 	printf("libfuse: %s\n", fuse_pkgversion());
+	printf("http: %s\n", lsq_source_http_backend());
 }
 
 int lsq_mount_main(int argc, char **argv)

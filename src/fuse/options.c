@@ -204,6 +204,68 @@ static int parse_item(struct lsq_mount_options *opt, char *item,
 	} else if (IS("attr_timeout")) {
 		NEED_VALUE();
 		return parse_seconds(name, value, &opt->attr_timeout);
+	} else if (IS("max_connections")) {
+		NEED_VALUE();
+		err = parse_uint(name, value, 1, LSQ_MAX_HTTP_CONNECTIONS, &v);
+		if (!err)
+			opt->http_opts.max_connections = (unsigned)v;
+		return err;
+	} else if (IS("retries")) {
+		NEED_VALUE();
+		err = parse_uint(name, value, 0, 100, &v);
+		if (!err)
+			opt->http_opts.retries = (unsigned)v;
+		return err;
+	} else if (IS("connect_timeout") || IS("timeout")) {
+		double t;
+
+		NEED_VALUE();
+		err = parse_seconds(name, value, &t);
+		if (!err && t <= 0)
+			err = bad_value(name, value, "seconds > 0");
+		if (!err && IS("timeout"))
+			opt->http_opts.timeout = t;
+		else if (!err)
+			opt->http_opts.connect_timeout = t;
+		return err;
+	} else if (IS("readahead")) {
+		NEED_VALUE();
+		err = parse_bytes(name, value, &opt->http_opts.readahead);
+		if (!err && opt->http_opts.readahead > LSQ_MAX_HTTP_READAHEAD)
+			err = bad_value(name, value, "a size up to 64M");
+		return err;
+	} else if (IS("header_file") || IS("cacert")) {
+		const char **slot = IS("cacert") ? &opt->http_opts.cacert
+						 : &opt->http_opts.header_file;
+		char *copy;
+
+		NEED_VALUE();
+		if (value[0] == '\0')
+			return bad_value(name, value, "a file name");
+		copy = strdup(value);
+		if (!copy)
+			return LSQ_ERR_NOMEM;
+		free((char *)*slot);
+		*slot = copy;
+		return LSQ_OK;
+	} else if (IS("mirror")) {
+		char *copy;
+
+		NEED_VALUE();
+		if (opt->http_opts.nmirrors == LSQ_HTTP_MAX_MIRRORS) {
+			lsq_err_log("at most %d -o mirror= options",
+				    LSQ_HTTP_MAX_MIRRORS);
+			return LSQ_ERR_INVALID;
+		}
+		copy = strdup(value);
+		if (!copy)
+			return LSQ_ERR_NOMEM;
+		opt->http_opts.mirrors[opt->http_opts.nmirrors++] = copy;
+		return LSQ_OK;
+	} else if (IS("insecure")) {
+		NO_VALUE();
+		opt->http_opts.insecure = 1;
+		return LSQ_OK;
 	} else if (IS("dev") || IS("nodev")) {
 		NO_VALUE();
 		opt->dev = IS("dev");
@@ -316,7 +378,8 @@ static int build_fuse_args(struct lsq_mount_options *opt,
 
 	/* The absolute path tells which image is mounted wherever
 	 * /proc/mounts is read from. */
-	path = realpath(opt->image, NULL);
+	path = lsq_source_is_url(opt->image) ? NULL
+					     : realpath(opt->image, NULL);
 	esc = escape_opt(path ? path : opt->image);
 	if (!esc)
 		goto out;
@@ -395,6 +458,7 @@ int lsq_mount_options_parse(struct lsq_mount_options *opt, int argc,
 	opt->entry_timeout = LSQ_DEFAULT_TIMEOUT;
 	opt->attr_timeout = LSQ_DEFAULT_TIMEOUT;
 	lsq_image_options_default(&opt->image_opts);
+	lsq_http_options_default(&opt->http_opts);
 	opt->fuse_args = (struct fuse_args)FUSE_ARGS_INIT(0, NULL);
 
 	for (int i = 1; i < argc && !err; i++) {
@@ -474,6 +538,11 @@ out:
 void lsq_mount_options_fini(struct lsq_mount_options *opt)
 {
 	fuse_opt_free_args(&opt->fuse_args);
+	free((char *)opt->http_opts.header_file);
+	free((char *)opt->http_opts.cacert);
+	for (unsigned i = 0; i < opt->http_opts.nmirrors; i++)
+		free((char *)opt->http_opts.mirrors[i]);
+	memset(&opt->http_opts, 0, sizeof(opt->http_opts));
 	free(opt->mountpoint);
 	opt->mountpoint = NULL;
 }
@@ -498,9 +567,12 @@ static void format_size(char *buf, size_t size, uint64_t v)
 void lsq_mount_options_help(FILE *out)
 {
 	struct lsq_image_options d;
-	char meta[32], data[32], decomp[32];
+	struct lsq_http_options h;
+	char meta[32], data[32], decomp[32], ra[32];
 
 	lsq_image_options_default(&d);
+	lsq_http_options_default(&h);
+	format_size(ra, sizeof(ra), h.readahead);
 	format_size(meta, sizeof(meta), d.metadata_cache_bytes);
 	format_size(data, sizeof(data), d.data_cache_bytes);
 	if (d.decomp_contexts == 0)
@@ -515,6 +587,7 @@ void lsq_mount_options_help(FILE *out)
 "       sqfs-lazy-mount --stats MOUNTPOINT\n"
 "\n"
 "Mount the SquashFS 4.0 image IMAGE read-only on MOUNTPOINT with FUSE.\n"
+"IMAGE is a file or an http://, https:// or file:// URL.\n"
 "Without -f the command returns once the mount is usable.\n"
 "\n"
 "Options:\n"
@@ -540,6 +613,22 @@ void lsq_mount_options_help(FILE *out)
 "  ro                      accepted; the mount is always read-only\n"
 "  debug                   same as -d\n"
 "\n"
+"Options for http:// and https:// images (docs/http-source.md):\n"
+"  max_connections=N       parallel connections/requests, 1..%u (default %u)\n"
+"  retries=N               retries of a failed request, 0..100 (default %u)\n"
+"  connect_timeout=SECONDS connection timeout (default %.0f)\n"
+"  timeout=SECONDS         total time of one request (default %.0f)\n"
+"  readahead=SIZE          fetched ahead of sequential reads, 0 disables,\n"
+"                          up to 64M (default %s)\n"
+"  header_file=PATH        extra request headers, 'Name: value' per line;\n"
+"                          must not be readable by others\n"
+"  cacert=PATH             CA certificates for https (default: the system's)\n"
+"  insecure                do not verify TLS certificates (default off)\n"
+"  mirror=URL              another copy of the same image, for failover;\n"
+"                          may be repeated (up to %d)\n"
+"  Proxies come from the usual http_proxy, https_proxy and no_proxy\n"
+"  environment variables.\n"
+"\n"
 "Options handed to libfuse (see mount.fuse3(8)):\n"
 "  allow_other             let all users in (default off)\n"
 "  allow_root              let root in as well as the mounting user\n"
@@ -558,5 +647,7 @@ void lsq_mount_options_help(FILE *out)
 "unmount.\n",
 		LSQ_MAX_THREADS, LSQ_DEFAULT_THREADS, decomp, meta, data,
 		d.fragment_cache_blocks, LSQ_DEFAULT_TIMEOUT,
-		LSQ_DEFAULT_TIMEOUT);
+		LSQ_DEFAULT_TIMEOUT, LSQ_MAX_HTTP_CONNECTIONS,
+		h.max_connections, h.retries, h.connect_timeout, h.timeout,
+		ra, LSQ_HTTP_MAX_MIRRORS);
 }

@@ -15,6 +15,7 @@
 
 #include "fuse/mount.h"
 #include "lsq/image.h"
+#include "lsq/source.h"
 
 #define LSQ_DEFAULT_THREADS 16u
 #define LSQ_MAX_THREADS 1024u
@@ -22,6 +23,8 @@
 /* The image is immutable: names and attributes can be cached for as long
  * as the kernel likes. */
 #define LSQ_DEFAULT_TIMEOUT 86400.0
+#define LSQ_MAX_HTTP_CONNECTIONS 64u
+#define LSQ_MAX_HTTP_READAHEAD (64u * 1024u * 1024u)
 
 enum lsq_mount_mode {
 	LSQ_MODE_MOUNT,
@@ -48,6 +51,8 @@ struct lsq_mount_options {
 	bool dev;
 	bool suid;
 	bool allow_other;
+	/* for http://, https:// and file:// images; strings owned */
+	struct lsq_http_options http_opts;
 	/* argv for libfuse: argv[0], then -o options (owned) */
 	struct fuse_args fuse_args;
 };

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include "common/log.h"
 
@@ -15,6 +16,7 @@ void lsq_page_store_init(struct lsq_page_store *ps, struct lsq_image *img,
 	ps->se = se;
 	pthread_mutex_init(&ps->lock, NULL);
 	pthread_cond_init(&ps->cond, NULL);
+	ps->initialised = true;
 }
 
 static void store_one(struct lsq_page_store *ps, uint8_t *buf,
@@ -120,17 +122,42 @@ void lsq_page_store_after_read(struct lsq_page_store *ps, fuse_ino_t ino,
 	pthread_mutex_unlock(&ps->lock);
 }
 
-void lsq_page_store_fini(struct lsq_page_store *ps)
+void lsq_page_store_stop(struct lsq_page_store *ps)
 {
-	bool started;
+	bool join;
 
+	if (!ps->initialised)
+		return;
 	pthread_mutex_lock(&ps->lock);
 	ps->stop = true;
-	started = ps->started;
+	join = ps->started;
+	ps->started = false;
 	pthread_cond_broadcast(&ps->cond);
 	pthread_mutex_unlock(&ps->lock);
-	if (started)
-		pthread_join(ps->thread, NULL);
+	if (join) {
+		struct timespec deadline;
+
+		/* The thread can be stuck on the page lock of a read that
+		 * no worker will answer any more; the unmount that follows
+		 * aborts that read and frees it, so do not wait forever. */
+		clock_gettime(CLOCK_REALTIME, &deadline);
+		deadline.tv_sec += 2;
+		if (pthread_timedjoin_np(ps->thread, NULL, &deadline) != 0) {
+			lsq_log(LSQ_LOG_WARNING,
+				"page store thread still busy at shutdown");
+			ps->abandoned = true;
+		}
+	}
+}
+
+void lsq_page_store_fini(struct lsq_page_store *ps)
+{
+	if (!ps->initialised)
+		return;
+	lsq_page_store_stop(ps);
+	if (ps->abandoned)
+		return; /* it may still take the lock once; keep it valid */
 	pthread_cond_destroy(&ps->cond);
 	pthread_mutex_destroy(&ps->lock);
+	ps->initialised = false;
 }

@@ -43,6 +43,8 @@ struct lsq_page_store {
 	/* protected by lock: */
 	struct lsq_page_store_req queue[LSQ_PAGE_STORE_QUEUE];
 	unsigned head, count;
+	bool initialised;
+	bool abandoned; /* stop gave up joining the thread */
 	bool started, stop;
 	uint64_t stored_bytes, dropped;
 	pthread_t thread;
@@ -58,7 +60,12 @@ void lsq_page_store_after_read(struct lsq_page_store *ps, fuse_ino_t ino,
 			       const struct lsq_inode *file, uint64_t offset,
 			       uint64_t len);
 
-/* Stop and join the thread; pending requests are dropped. */
+/* Stop and join the thread; pending requests are dropped and later ones
+ * ignored. Idempotent; a no-op on a store that was never initialised
+ * (zeroed memory). */
+void lsq_page_store_stop(struct lsq_page_store *ps);
+
+/* Stop, then release the store's resources. Idempotent like stop. */
 void lsq_page_store_fini(struct lsq_page_store *ps);
 
 #endif

@@ -18,6 +18,11 @@ static const struct {
 	C(data_misses),
 	C(frag_hits),
 	C(frag_misses),
+	C(http_requests),
+	C(http_bytes),
+	C(http_retries),
+	C(http_failures),
+	C(http_memory_hits),
 #undef C
 };
 

@@ -340,6 +340,7 @@ void lsq_image_get_stats(const struct lsq_image *img,
 			 struct lsq_image_stats *out)
 {
 	struct lsq_block_cache_stats cs;
+	struct lsq_http_stats hs;
 
 	memset(out, 0, sizeof(*out));
 	out->source_reads = atomic_load(&img->src->stats.reads);
@@ -354,4 +355,11 @@ void lsq_image_get_stats(const struct lsq_image *img,
 	lsq_block_cache_get_stats(img->frag_cache, &cs);
 	out->frag_hits = cs.hits;
 	out->frag_misses = cs.misses;
+	if (lsq_source_http_get_stats(img->src, &hs) == LSQ_OK) {
+		out->http_requests = hs.requests;
+		out->http_bytes = hs.bytes_fetched;
+		out->http_retries = hs.retries;
+		out->http_failures = hs.failures;
+		out->http_memory_hits = hs.cache_hits;
+	}
 }

@@ -1,0 +1,1461 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * source_http.c - a remote image over HTTP(S) range requests.
+ *
+ * Design (docs/http-source.md has the user-facing side):
+ *  - open: one ranged GET of the first 64 KiB probes size, ETag and
+ *    Last-Modified and keeps those bytes pinned (superblock + compressor
+ *    options); every mirror is probed the same way and must match.
+ *  - advise (called by the image right after the superblock): marks the
+ *    metadata region; the first read inside it fetches the whole region in
+ *    one request and keeps it pinned (at most LSQ_HTTP_PIN_MAX bytes).
+ *  - reads: a hit in pinned or readahead memory is a memcpy; a sequential
+ *    miss fetches ahead into a bounded cache; any other miss is one range
+ *    GET written straight into the caller's buffer.
+ *  - every range request carries If-Range (strong ETag, else
+ *    Last-Modified) and every response is checked (status 206,
+ *    Content-Range equal to the asked range and the recorded total, ETag);
+ *    a change is sticky: all later reads fail with LSQ_ERR_REMOTE_CHANGED.
+ *  - transient faults are retried with exponential backoff and jitter,
+ *    rotating through the mirrors; a read that still fails logs one line.
+ *
+ * Threads: none of our own. Easy handles come from a small pool (mutex +
+ * condvar); no lock is held across a transfer. libcurl types stay in this
+ * file.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "lsq/error.h"
+#include "lsq/source.h"
+#include "lsq_config.h"
+
+#define LSQ_HTTP_HEAD_SIZE (64u * 1024u)
+
+void lsq_http_options_default(struct lsq_http_options *opt)
+{
+	memset(opt, 0, sizeof(*opt));
+	opt->max_connections = 4;
+	opt->retries = 5;
+	opt->connect_timeout = 10.0;
+	opt->timeout = 60.0;
+	opt->readahead = 1024 * 1024;
+}
+
+int lsq_source_is_url(const char *url)
+{
+	return strncasecmp(url, "http://", 7) == 0 ||
+	       strncasecmp(url, "https://", 8) == 0 ||
+	       strncasecmp(url, "file://", 7) == 0;
+}
+
+static int hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c = tolower(c);
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+/* file://[localhost]/path, percent-decoded, served by the file source. */
+static int open_file_url(const char *url, uint64_t base_offset,
+			 struct lsq_source **out, char *err, size_t errlen)
+{
+	const char *p = url + 7;
+	char *path, *q;
+	int ret;
+
+	if (strncasecmp(p, "localhost/", 10) == 0)
+		p += 9;
+	if (p[0] != '/') {
+		snprintf(err, errlen, "%s: only local file:// URLs are supported",
+			 url);
+		return LSQ_ERR_INVALID;
+	}
+	path = malloc(strlen(p) + 1);
+	if (!path)
+		return LSQ_ERR_NOMEM;
+	for (q = path; *p && *p != '?' && *p != '#'; p++) {
+		if (p[0] == '%' && hexval(p[1]) >= 0 && hexval(p[2]) >= 0) {
+			*q++ = (char)(hexval(p[1]) * 16 + hexval(p[2]));
+			p += 2;
+		} else {
+			*q++ = *p;
+		}
+	}
+	*q = '\0';
+	ret = lsq_source_file_open(path, base_offset, out);
+	if (ret == LSQ_ERR_IO)
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+	else if (ret == LSQ_ERR_OUT_OF_BOUNDS)
+		snprintf(err, errlen, "%s: offset is past the end of the file",
+			 path);
+	else if (ret)
+		snprintf(err, errlen, "%s: %s", path, lsq_strerror(ret));
+	free(path);
+	return ret;
+}
+
+#if !LSQ_HAVE_CURL
+
+int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
+			 struct lsq_source **out, char *err, size_t errlen)
+{
+	if (strncasecmp(url, "file://", 7) == 0)
+		return open_file_url(url, opt->base_offset, out, err, errlen);
+	snprintf(err, errlen, "%s: sqfs-lazy was built without HTTP support "
+		 "(libcurl)", url);
+	return LSQ_ERR_UNSUPPORTED;
+}
+
+const char *lsq_source_http_backend(void)
+{
+	return "none (built without libcurl)";
+}
+
+int lsq_source_http_get_stats(const struct lsq_source *src,
+			      struct lsq_http_stats *out)
+{
+	(void)src;
+	(void)out;
+	return LSQ_ERR_INVALID;
+}
+
+#else /* LSQ_HAVE_CURL */
+
+#include <curl/curl.h>
+
+/* Limits and policy constants, documented in docs/http-source.md. */
+#define LSQ_HTTP_PIN_MAX (64u * 1024u * 1024u)  /* metadata region cap */
+#define LSQ_HTTP_RA_FACTOR 8u          /* readahead cache = 8 x readahead */
+#define LSQ_HTTP_RA_MIN_CACHE (4u * 1024u * 1024u)
+#define LSQ_HTTP_RA_START (128u * 1024u)  /* first readahead window */
+#define LSQ_HTTP_STREAMS 8             /* sequential streams tracked */
+#define LSQ_HTTP_BACKOFF_BASE 0.2      /* seconds, doubled per retry */
+#define LSQ_HTTP_BACKOFF_MAX 8.0
+#define LSQ_HTTP_RETRY_AFTER_MAX 30.0
+#define LSQ_HTTP_LOW_SPEED 1024L       /* bytes/s ... */
+#define LSQ_HTTP_LOW_SPEED_TIME 15.0   /* ... for this long (or timeout) */
+
+enum verdict {
+	V_OK,
+	V_RETRY,    /* transient: connection, 5xx, 429, short body */
+	V_TIMEOUT,  /* transient: timed out */
+	V_CHANGED,  /* the image is not the one we mounted */
+	V_FATAL,    /* retrying this URL cannot help (404, TLS, ...) */
+};
+
+struct mirror {
+	char *url;
+	char *etag;           /* strong ETag, or NULL */
+	char *last_modified;  /* or NULL */
+	struct curl_slist *headers;  /* user headers + If-Range */
+};
+
+struct handle {
+	CURL *curl;
+	char errbuf[CURL_ERROR_SIZE];
+};
+
+/* A piece of the image held in memory: pinned (head, metadata region) or
+ * readahead (bounded, LRU). Immutable once READY; readers hold refs while
+ * they copy outside the lock. */
+struct chunk {
+	struct chunk *prev, *next;  /* in http_source.chunks, MRU first */
+	uint64_t off;
+	size_t len;
+	uint8_t *data;
+	unsigned refs;
+	bool ready;
+	bool pinned;
+	bool dead;    /* unlinked; freed by the last ref */
+};
+
+struct stream {
+	uint64_t end;     /* where the next sequential read starts */
+	uint64_t window;  /* current readahead window */
+	uint64_t stamp;
+};
+
+struct http_source {
+	struct lsq_source base;
+	struct lsq_http_options opt;
+	uint64_t base_offset;
+	uint64_t total;            /* size of the remote object */
+	struct mirror *mirrors;
+	unsigned nmirrors;
+	atomic_uint current;       /* mirror to try first */
+	struct curl_slist *user_headers;
+	char *cacert;              /* owned copy: handles are made lazily */
+	CURLSH *share;
+	pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
+
+	/* handle pool */
+	pthread_mutex_t pool_mu;
+	pthread_cond_t pool_cv;
+	struct handle **free_handles;
+	unsigned nfree, created;
+
+	/* memory: chunks, streams, pin */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct chunk *chunks;
+	uint64_t ra_bytes;         /* bytes of unpinned chunks */
+	uint64_t ra_limit;
+	struct stream streams[LSQ_HTTP_STREAMS];
+	uint64_t clock;
+	uint64_t pin_off, pin_len;
+	int pin_state;             /* 0 none, 1 wanted, 2 loading/loaded */
+
+	atomic_bool changed;
+	atomic_uint_least64_t seed;
+	atomic_uint_least64_t requests, bytes_fetched, retries, failures,
+		cache_hits, readahead_bytes;
+};
+
+static const struct lsq_source_ops http_ops;
+
+/* ---- small helpers ---- */
+
+static void sleep_seconds(double s)
+{
+	struct timespec ts;
+
+	if (s <= 0)
+		return;
+	ts.tv_sec = (time_t)s;
+	ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+static double jitter(struct http_source *hs)
+{
+	uint64_t x = atomic_fetch_add(&hs->seed, 0x9E3779B97F4A7C15ull);
+
+	x ^= x >> 30;
+	x *= 0xBF58476D1CE4E5B9ull;
+	x ^= x >> 27;
+	x *= 0x94D049BB133111EBull;
+	x ^= x >> 31;
+	return (double)(x >> 11) / 9007199254740992.0;  /* [0, 1) */
+}
+
+static char *trim(char *s)
+{
+	char *e;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	e = s + strlen(s);
+	while (e > s && (e[-1] == '\r' || e[-1] == '\n' || e[-1] == ' ' ||
+			 e[-1] == '\t'))
+		*--e = '\0';
+	return s;
+}
+
+/* ---- libcurl share handle locks ---- */
+
+static void share_lock(CURL *h, curl_lock_data data, curl_lock_access acc,
+		       void *user)
+{
+	struct http_source *hs = user;
+
+	(void)h;
+	(void)acc;
+	if ((int)data >= 0 && data < CURL_LOCK_DATA_LAST)
+		pthread_mutex_lock(&hs->share_locks[data]);
+}
+
+static void share_unlock(CURL *h, curl_lock_data data, void *user)
+{
+	struct http_source *hs = user;
+
+	(void)h;
+	if ((int)data >= 0 && data < CURL_LOCK_DATA_LAST)
+		pthread_mutex_unlock(&hs->share_locks[data]);
+}
+
+/* ---- one transfer ---- */
+
+struct xfer {
+	struct http_source *hs;
+	const struct mirror *m;
+	bool probe;          /* at open: learn total and validators */
+	uint64_t off;        /* absolute offset in the remote object */
+	size_t want;
+	uint8_t *buf;
+	size_t got;
+	/* the current response's headers */
+	long status;
+	bool have_cr, cr_star;
+	uint64_t cr_first, cr_last, cr_total;
+	bool have_clen;
+	uint64_t clen;
+	char etag[256];
+	char last_modified[128];
+	double retry_after;
+	/* outcome */
+	bool final_seen;
+	enum verdict verdict;
+	char why[256];
+};
+
+static void set_verdict(struct xfer *x, enum verdict v, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void set_verdict(struct xfer *x, enum verdict v, const char *fmt, ...)
+{
+	va_list ap;
+
+	x->verdict = v;
+	va_start(ap, fmt);
+	vsnprintf(x->why, sizeof(x->why), fmt, ap);
+	va_end(ap);
+}
+
+static bool header_is(const char *line, size_t n, const char *name,
+		      const char **value)
+{
+	size_t l = strlen(name);
+
+	if (n <= l || strncasecmp(line, name, l) != 0 || line[l] != ':')
+		return false;
+	*value = line + l + 1;
+	return true;
+}
+
+static void copy_value(char *dst, size_t size, const char *v, size_t n)
+{
+	char tmp[512];
+
+	if (n >= sizeof(tmp))
+		n = sizeof(tmp) - 1;
+	memcpy(tmp, v, n);
+	tmp[n] = '\0';
+	snprintf(dst, size, "%s", trim(tmp));
+}
+
+static bool parse_u64(const char **p, uint64_t *out)
+{
+	char *end;
+
+	if (!isdigit((unsigned char)**p))
+		return false;
+	errno = 0;
+	*out = strtoull(*p, &end, 10);
+	if (errno)
+		return false;
+	*p = end;
+	return true;
+}
+
+/* "bytes FIRST-LAST/TOTAL" or "bytes * /TOTAL" */
+static void parse_content_range(struct xfer *x, const char *v)
+{
+	const char *p = v;
+
+	while (*p == ' ')
+		p++;
+	if (strncasecmp(p, "bytes ", 6) != 0)
+		return;
+	p += 6;
+	while (*p == ' ')
+		p++;
+	if (*p == '*') {
+		p++;
+		x->cr_star = true;
+	} else {
+		if (!parse_u64(&p, &x->cr_first) || *p++ != '-' ||
+		    !parse_u64(&p, &x->cr_last))
+			return;
+	}
+	if (*p++ != '/' || !parse_u64(&p, &x->cr_total))
+		return;
+	x->have_cr = true;
+}
+
+static bool validators_match(const struct xfer *x, const struct mirror *m)
+{
+	if (m->etag && x->etag[0])
+		return strcmp(m->etag, x->etag) == 0;
+	if (m->last_modified && x->last_modified[0])
+		return strcmp(m->last_modified, x->last_modified) == 0;
+	return true;
+}
+
+/* End of a final response's headers: decide before any body byte. */
+static void judge_headers(struct xfer *x)
+{
+	struct http_source *hs = x->hs;
+	const struct mirror *m = x->m;
+	long s = x->status;
+
+	x->final_seen = true;
+	if (s == 206) {
+		uint64_t last = x->off + x->want - 1;
+
+		if (!x->have_cr || x->cr_star) {
+			set_verdict(x, V_RETRY, "206 without a usable Content-Range");
+			return;
+		}
+		if (x->probe) {
+			if (x->cr_first != x->off || x->cr_last < x->cr_first ||
+			    x->cr_last > last || x->cr_total <= x->cr_last ||
+			    (x->cr_last != last && x->cr_last + 1 != x->cr_total)) {
+				set_verdict(x, V_FATAL, "wrong Content-Range: asked "
+					    "bytes %" PRIu64 "-%" PRIu64 ", got %"
+					    PRIu64 "-%" PRIu64 "/%" PRIu64,
+					    x->off, last, x->cr_first,
+					    x->cr_last, x->cr_total);
+				return;
+			}
+			x->want = (size_t)(x->cr_last - x->cr_first + 1);
+			return;
+		}
+		if (x->cr_total != hs->total) {
+			set_verdict(x, V_CHANGED, "size %" PRIu64 " -> %" PRIu64,
+				    hs->total, x->cr_total);
+			return;
+		}
+		if (m->etag && x->etag[0] && strcmp(m->etag, x->etag) != 0) {
+			set_verdict(x, V_CHANGED, "ETag %s -> %s", m->etag,
+				    x->etag);
+			return;
+		}
+		if (!m->etag && m->last_modified && x->last_modified[0] &&
+		    strcmp(m->last_modified, x->last_modified) != 0) {
+			set_verdict(x, V_CHANGED, "Last-Modified %s -> %s",
+				    m->last_modified, x->last_modified);
+			return;
+		}
+		if (x->cr_first != x->off || x->cr_last != last) {
+			set_verdict(x, V_RETRY, "wrong Content-Range: asked "
+				    "bytes %" PRIu64 "-%" PRIu64 ", got %" PRIu64
+				    "-%" PRIu64, x->off, last, x->cr_first,
+				    x->cr_last);
+			return;
+		}
+		if (x->have_clen && x->clen != x->want) {
+			set_verdict(x, V_RETRY, "Content-Length %" PRIu64
+				    " for %zu asked bytes", x->clen, x->want);
+			return;
+		}
+		x->verdict = V_OK;
+		return;
+	}
+	if (s == 200) {
+		if (x->probe && x->have_clen && x->clen == 0) {
+			set_verdict(x, V_FATAL, "empty (0 bytes), not a "
+				    "SquashFS image");
+			return;
+		}
+		if (x->probe) {
+			set_verdict(x, V_FATAL, "the server ignores Range "
+				    "requests (200 instead of 206); it must "
+				    "support byte ranges");
+			return;
+		}
+		/* To a conditional range request, 200 means "changed"
+		 * unless the validators and length say it is the same
+		 * object and the server just ignored Range. */
+		if ((x->have_clen && x->clen != hs->total) ||
+		    !validators_match(x, m))
+			set_verdict(x, V_CHANGED, "full response with other "
+				    "validators or size (HTTP 200 to If-Range)");
+		else
+			set_verdict(x, V_RETRY, "server ignored Range (200 "
+				    "instead of 206)");
+		return;
+	}
+	if (s == 416) {
+		if (x->probe)
+			set_verdict(x, V_FATAL, "HTTP 416: empty or too small "
+				    "for a SquashFS image");
+		else
+			set_verdict(x, V_CHANGED, "HTTP 416: the image shrank");
+		return;
+	}
+	if (s == 408 || s == 429 || s >= 500) {
+		set_verdict(x, V_RETRY, "HTTP %ld", s);
+		return;
+	}
+	set_verdict(x, V_FATAL, "HTTP %ld", s);
+}
+
+static size_t on_header(char *line, size_t size, size_t nitems, void *user)
+{
+	struct xfer *x = user;
+	size_t n = size * nitems;
+	const char *v;
+
+	if (n >= 5 && strncmp(line, "HTTP/", 5) == 0) {
+		const char *sp = memchr(line, ' ', n);
+		uint64_t st = 0;
+
+		memset(&x->status, 0, sizeof(*x) - offsetof(struct xfer,
+							    status));
+		if (sp) {
+			sp++;
+			if (parse_u64(&sp, &st) && st < 1000)
+				x->status = (long)st;
+		}
+		return n;
+	}
+	if (header_is(line, n, "content-range", &v)) {
+		char tmp[160];
+
+		copy_value(tmp, sizeof(tmp), v, n - (size_t)(v - line));
+		parse_content_range(x, tmp);
+	} else if (header_is(line, n, "content-length", &v)) {
+		char tmp[64];
+		const char *p = tmp;
+
+		copy_value(tmp, sizeof(tmp), v, n - (size_t)(v - line));
+		x->have_clen = parse_u64(&p, &x->clen) && *p == '\0';
+	} else if (header_is(line, n, "etag", &v)) {
+		copy_value(x->etag, sizeof(x->etag), v, n - (size_t)(v - line));
+	} else if (header_is(line, n, "last-modified", &v)) {
+		copy_value(x->last_modified, sizeof(x->last_modified), v,
+			   n - (size_t)(v - line));
+	} else if (header_is(line, n, "retry-after", &v)) {
+		char tmp[64];
+		const char *p = tmp;
+		uint64_t secs;
+
+		copy_value(tmp, sizeof(tmp), v, n - (size_t)(v - line));
+		if (parse_u64(&p, &secs)) {
+			x->retry_after = secs > 3600 ? 3600.0 : (double)secs;
+		} else {
+			/* an HTTP-date */
+			time_t when = curl_getdate(tmp, NULL), now = time(NULL);
+
+			if (when != -1 && when > now)
+				x->retry_after = (double)(when - now);
+		}
+	} else if (n <= 2 && (line[0] == '\r' || line[0] == '\n')) {
+		/* end of a header block; 1xx and redirects are not final */
+		if (x->status >= 100 && x->status < 200)
+			return n;
+		if (x->status >= 300 && x->status < 400 &&
+		    x->status != 304)
+			return n;
+		judge_headers(x);
+		if (x->verdict != V_OK)
+			return 0;  /* abort: never download a wrong body */
+	}
+	return n;
+}
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *user)
+{
+	struct xfer *x = user;
+	size_t n = size * nmemb;
+
+	if (!x->final_seen)
+		return n;  /* body of a redirect */
+	if (x->verdict != V_OK)
+		return 0;
+	if (n > x->want - x->got) {
+		set_verdict(x, V_RETRY, "server sent more than the %zu "
+			    "bytes asked", x->want);
+		return 0;
+	}
+	memcpy(x->buf + x->got, data, n);
+	x->got += n;
+	atomic_fetch_add_explicit(&x->hs->bytes_fetched, n,
+				  memory_order_relaxed);
+	return n;
+}
+
+/* Seconds as curl's milliseconds: at least 1 (0 would mean "none"), at
+ * most about 11 days. */
+static long millis(double seconds)
+{
+	double ms = seconds * 1000.0;
+
+	if (!(ms >= 1.0))
+		return 1;
+	if (ms > 1e9)
+		return 1000000000L;
+	return (long)ms;
+}
+
+static struct handle *new_handle(struct http_source *hs)
+{
+	const struct lsq_http_options *o = &hs->opt;
+	struct handle *h = calloc(1, sizeof(*h));
+	double low_time = o->timeout > 0 && o->timeout < LSQ_HTTP_LOW_SPEED_TIME
+				  ? o->timeout : LSQ_HTTP_LOW_SPEED_TIME;
+	CURL *c;
+
+	if (!h)
+		return NULL;
+	c = h->curl = curl_easy_init();
+	if (!c) {
+		free(h);
+		return NULL;
+	}
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, h->errbuf);
+	curl_easy_setopt(c, CURLOPT_USERAGENT, "sqfs-lazy/" LSQ_VERSION);
+	curl_easy_setopt(c, CURLOPT_HTTP_VERSION,
+			 (long)CURL_HTTP_VERSION_2TLS);
+#if LIBCURL_VERSION_NUM >= 0x075500
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#else
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS,
+			 (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+	curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS,
+			 (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+	curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
+	curl_easy_setopt(c, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
+	curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 256L * 1024L);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
+			 millis(o->connect_timeout));
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, millis(o->timeout));
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, LSQ_HTTP_LOW_SPEED);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME,
+			 low_time < 1.0 ? 1L : (long)low_time);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	if (hs->share)
+		curl_easy_setopt(c, CURLOPT_SHARE, hs->share);
+	if (o->cacert)
+		curl_easy_setopt(c, CURLOPT_CAINFO, o->cacert);
+	if (o->insecure) {
+		curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+		curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+	}
+	return h;
+}
+
+static struct handle *acquire_handle(struct http_source *hs)
+{
+	struct handle *h = NULL;
+
+	pthread_mutex_lock(&hs->pool_mu);
+	while (hs->nfree == 0 && hs->created >= hs->opt.max_connections)
+		pthread_cond_wait(&hs->pool_cv, &hs->pool_mu);
+	if (hs->nfree > 0) {
+		h = hs->free_handles[--hs->nfree];
+		pthread_mutex_unlock(&hs->pool_mu);
+		return h;
+	}
+	hs->created++;
+	pthread_mutex_unlock(&hs->pool_mu);
+	h = new_handle(hs);
+	if (!h) {
+		pthread_mutex_lock(&hs->pool_mu);
+		hs->created--;
+		pthread_cond_signal(&hs->pool_cv);
+		pthread_mutex_unlock(&hs->pool_mu);
+	}
+	return h;
+}
+
+static void release_handle(struct http_source *hs, struct handle *h)
+{
+	pthread_mutex_lock(&hs->pool_mu);
+	hs->free_handles[hs->nfree++] = h;
+	pthread_cond_signal(&hs->pool_cv);
+	pthread_mutex_unlock(&hs->pool_mu);
+}
+
+static bool transient_curl_error(CURLcode rc)
+{
+	switch (rc) {
+	case CURLE_COULDNT_RESOLVE_PROXY:
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_PARTIAL_FILE:
+	case CURLE_HTTP2:
+	case CURLE_HTTP2_STREAM:
+	case CURLE_GOT_NOTHING:
+	case CURLE_SEND_ERROR:
+	case CURLE_RECV_ERROR:
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_HTTP3:
+	case CURLE_QUIC_CONNECT_ERROR:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* One GET of [x->off, x->off + x->want) from mirror m into x->buf. */
+static void transfer(struct xfer *x, const struct curl_slist *headers)
+{
+	struct http_source *hs = x->hs;
+	struct handle *h;
+	char range[64];
+	CURLcode rc;
+
+	h = acquire_handle(hs);
+	if (!h) {
+		set_verdict(x, V_RETRY, "out of memory for a connection");
+		return;
+	}
+	snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, x->off,
+		 x->off + x->want - 1);
+	h->errbuf[0] = '\0';
+	curl_easy_setopt(h->curl, CURLOPT_URL, x->m->url);
+	curl_easy_setopt(h->curl, CURLOPT_RANGE, range);
+	curl_easy_setopt(h->curl, CURLOPT_HTTPHEADER, headers);
+	curl_easy_setopt(h->curl, CURLOPT_HEADERDATA, x);
+	curl_easy_setopt(h->curl, CURLOPT_WRITEDATA, x);
+	x->verdict = V_OK;
+	x->why[0] = '\0';
+	atomic_fetch_add_explicit(&hs->requests, 1, memory_order_relaxed);
+	rc = curl_easy_perform(h->curl);
+
+	if (rc == CURLE_OK) {
+		if (!x->final_seen)
+			set_verdict(x, V_RETRY, "no response");
+		else if (x->verdict == V_OK && x->got != x->want)
+			set_verdict(x, V_RETRY, "short body: %zu of %zu bytes",
+				    x->got, x->want);
+	} else if (rc == CURLE_WRITE_ERROR && x->verdict != V_OK) {
+		/* we aborted; the verdict says why */
+	} else if (rc == CURLE_OPERATION_TIMEDOUT) {
+		set_verdict(x, V_TIMEOUT, "timed out: %s",
+			    h->errbuf[0] ? h->errbuf : curl_easy_strerror(rc));
+	} else {
+		/* A failure after a good header block: short/reset body. */
+		set_verdict(x, transient_curl_error(rc) ? V_RETRY : V_FATAL,
+			    "%s", h->errbuf[0] ? h->errbuf
+					       : curl_easy_strerror(rc));
+	}
+	curl_easy_setopt(h->curl, CURLOPT_HTTPHEADER, NULL);
+	release_handle(hs, h);
+}
+
+static void mark_changed(struct http_source *hs, const struct mirror *m,
+			 const char *why)
+{
+	if (!atomic_exchange(&hs->changed, true))
+		lsq_err_log("remote image changed: %s (%s); every further "
+			    "read fails", m->url, why);
+}
+
+static double backoff(struct http_source *hs, unsigned attempt,
+		      double retry_after)
+{
+	double d = LSQ_HTTP_BACKOFF_BASE;
+
+	for (unsigned i = 0; i < attempt && d < LSQ_HTTP_BACKOFF_MAX; i++)
+		d *= 2;
+	if (d > LSQ_HTTP_BACKOFF_MAX)
+		d = LSQ_HTTP_BACKOFF_MAX;
+	d = d / 2 + d / 2 * jitter(hs);
+	if (retry_after > 0)
+		d = retry_after > LSQ_HTTP_RETRY_AFTER_MAX
+			    ? LSQ_HTTP_RETRY_AFTER_MAX : retry_after;
+	return d;
+}
+
+/* Fetch [off, off+len) of the image (source coordinates) into buf, with
+ * retries and mirror failover. */
+static int fetch(struct http_source *hs, uint8_t *buf, size_t len,
+		 uint64_t off)
+{
+	unsigned tries = hs->opt.retries + 1;
+	enum verdict last = V_RETRY;
+	struct xfer x;
+	char why[256] = "";
+	const char *url = hs->mirrors[0].url;
+
+	for (unsigned attempt = 0; attempt < tries; attempt++) {
+		unsigned cur = atomic_load(&hs->current);
+		unsigned mi = cur % hs->nmirrors;
+		const struct mirror *m = &hs->mirrors[mi];
+
+		if (atomic_load(&hs->changed))
+			return LSQ_ERR_REMOTE_CHANGED;
+		if (attempt > 0)
+			atomic_fetch_add_explicit(&hs->retries, 1,
+						  memory_order_relaxed);
+		memset(&x, 0, sizeof(x));
+		x.hs = hs;
+		x.m = m;
+		x.off = off + hs->base_offset;
+		x.want = len;
+		x.buf = buf;
+		transfer(&x, m->headers);
+		if (x.verdict == V_OK)
+			return LSQ_OK;
+		if (x.verdict == V_CHANGED) {
+			mark_changed(hs, m, x.why);
+			return LSQ_ERR_REMOTE_CHANGED;
+		}
+		last = x.verdict;
+		url = m->url;
+		snprintf(why, sizeof(why), "%s", x.why);
+		lsq_debug("%s: bytes %" PRIu64 "-%" PRIu64 ": %s (try %u of %u)",
+			  m->url, x.off, x.off + len - 1, x.why, attempt + 1,
+			  tries);
+		/* Another mirror may do better; move everyone on. */
+		if (hs->nmirrors > 1)
+			atomic_compare_exchange_strong(&hs->current, &cur,
+						       (mi + 1) % hs->nmirrors);
+		if (x.verdict == V_FATAL && hs->nmirrors == 1)
+			break;
+		if (attempt + 1 < tries && !(x.verdict == V_FATAL))
+			sleep_seconds(backoff(hs, attempt, x.retry_after));
+	}
+	atomic_fetch_add_explicit(&hs->failures, 1, memory_order_relaxed);
+	lsq_err_log("%s: read of bytes %" PRIu64 "-%" PRIu64 " failed: %s",
+		    url, off + hs->base_offset, off + hs->base_offset + len - 1,
+		    why);
+	return last == V_TIMEOUT ? LSQ_ERR_TIMEOUT : LSQ_ERR_IO;
+}
+
+/* ---- memory: pinned regions and the readahead cache ---- */
+
+static void chunk_unlink(struct http_source *hs, struct chunk *c)
+{
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		hs->chunks = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->prev = c->next = NULL;
+	if (!c->pinned)
+		hs->ra_bytes -= c->len;
+	c->dead = true;
+}
+
+static void chunk_free(struct chunk *c)
+{
+	free(c->data);
+	free(c);
+}
+
+static void chunk_put(struct http_source *hs, struct chunk *c)
+{
+	(void)hs;
+	if (--c->refs == 0 && c->dead)
+		chunk_free(c);
+}
+
+static void chunk_link_front(struct http_source *hs, struct chunk *c)
+{
+	c->prev = NULL;
+	c->next = hs->chunks;
+	if (hs->chunks)
+		hs->chunks->prev = c;
+	hs->chunks = c;
+}
+
+static struct chunk *find_cover(struct http_source *hs, uint64_t off,
+				size_t len)
+{
+	for (struct chunk *c = hs->chunks; c; c = c->next)
+		if (off >= c->off && off + len <= c->off + c->len)
+			return c;
+	return NULL;
+}
+
+/* Make room for need unpinned bytes; false if in-flight chunks hold it. */
+static bool make_room(struct http_source *hs, uint64_t need)
+{
+	struct chunk *c = hs->chunks, *tail = NULL;
+
+	if (need > hs->ra_limit)
+		return false;
+	while (c) {
+		tail = c;
+		c = c->next;
+	}
+	while (hs->ra_bytes + need > hs->ra_limit && tail) {
+		struct chunk *prev = tail->prev;
+
+		if (!tail->pinned && tail->ready) {
+			chunk_unlink(hs, tail);
+			if (tail->refs == 0)
+				chunk_free(tail);
+		}
+		tail = prev;
+	}
+	return hs->ra_bytes + need <= hs->ra_limit;
+}
+
+static struct chunk *chunk_new(struct http_source *hs, uint64_t off,
+			       size_t len, bool pinned)
+{
+	struct chunk *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->data = malloc(len);
+	if (!c->data) {
+		free(c);
+		return NULL;
+	}
+	c->off = off;
+	c->len = len;
+	c->pinned = pinned;
+	c->refs = 1;  /* the loader's */
+	if (!pinned)
+		hs->ra_bytes += len;
+	chunk_link_front(hs, c);
+	return c;
+}
+
+/* Sequential detection: how much to fetch beyond [off, off+len). Called
+ * with hs->mu held. */
+static uint64_t stream_note(struct http_source *hs, uint64_t off, size_t len,
+			    bool miss)
+{
+	struct stream *oldest = &hs->streams[0];
+	uint64_t ra = 0;
+
+	hs->clock++;
+	for (unsigned i = 0; i < LSQ_HTTP_STREAMS; i++) {
+		struct stream *s = &hs->streams[i];
+
+		if (s->stamp && s->end == off) {
+			if (miss) {
+				ra = s->window;
+				s->window *= 2;
+				if (s->window > hs->opt.readahead)
+					s->window = hs->opt.readahead;
+			}
+			s->end = off + len;
+			s->stamp = hs->clock;
+			return ra;
+		}
+		if (s->stamp < oldest->stamp)
+			oldest = s;
+	}
+	oldest->end = off + len;
+	oldest->stamp = hs->clock;
+	oldest->window = hs->opt.readahead < LSQ_HTTP_RA_START
+				 ? hs->opt.readahead : LSQ_HTTP_RA_START;
+	return 0;
+}
+
+static int http_read_at(struct lsq_source *src, void *buf, size_t len,
+			uint64_t offset)
+{
+	struct http_source *hs = (struct http_source *)src;
+	struct chunk *c;
+	uint64_t ra = 0;
+	bool pin = false;
+	int ret;
+
+	if (atomic_load(&hs->changed))
+		return LSQ_ERR_REMOTE_CHANGED;
+	pthread_mutex_lock(&hs->mu);
+	for (;;) {
+		c = find_cover(hs, offset, len);
+		if (!c)
+			break;
+		if (c->ready) {
+			c->refs++;
+			if (!c->pinned && c != hs->chunks) {
+				/* LRU: move to the front */
+				chunk_unlink(hs, c);
+				c->dead = false;
+				hs->ra_bytes += c->len;
+				chunk_link_front(hs, c);
+			}
+			if (!c->pinned && hs->opt.readahead)
+				(void)stream_note(hs, offset, len, false);
+			pthread_mutex_unlock(&hs->mu);
+			memcpy(buf, c->data + (offset - c->off), len);
+			atomic_fetch_add_explicit(&hs->cache_hits, 1,
+						  memory_order_relaxed);
+			pthread_mutex_lock(&hs->mu);
+			chunk_put(hs, c);
+			pthread_mutex_unlock(&hs->mu);
+			return LSQ_OK;
+		}
+		/* someone is loading it: wait for that one load */
+		pthread_cond_wait(&hs->cv, &hs->mu);
+	}
+
+	if (hs->pin_state == 1 && offset >= hs->pin_off &&
+	    offset + len <= hs->pin_off + hs->pin_len) {
+		c = chunk_new(hs, hs->pin_off, (size_t)hs->pin_len, true);
+		if (c) {
+			hs->pin_state = 2;
+			pin = true;
+		}
+	}
+	if (!pin && hs->opt.readahead) {
+		ra = stream_note(hs, offset, len, true);
+		if (ra > src->size - offset - len)
+			ra = src->size - offset - len;
+		c = NULL;
+		if (ra && make_room(hs, len + ra))
+			c = chunk_new(hs, offset, (size_t)(len + ra), false);
+		if (!c)
+			ra = 0;
+	}
+	if (!pin && !ra) {
+		pthread_mutex_unlock(&hs->mu);
+		return fetch(hs, buf, len, offset);
+	}
+
+	/* c is a loading chunk we own; nobody else fetches it. */
+	pthread_mutex_unlock(&hs->mu);
+	ret = fetch(hs, c->data, c->len, c->off);
+	if (ret == LSQ_OK) {
+		memcpy(buf, c->data + (offset - c->off), len);
+		if (ra)
+			atomic_fetch_add_explicit(&hs->readahead_bytes, ra,
+						  memory_order_relaxed);
+	}
+	pthread_mutex_lock(&hs->mu);
+	if (ret == LSQ_OK) {
+		c->ready = true;
+	} else {
+		chunk_unlink(hs, c);
+		if (pin)
+			hs->pin_state = 1;  /* try again on the next read */
+	}
+	chunk_put(hs, c);
+	pthread_cond_broadcast(&hs->cv);
+	pthread_mutex_unlock(&hs->mu);
+	return ret;
+}
+
+/* Non-blocking: remember the first advised region (the image's metadata)
+ * and fetch it whole on the first read that falls inside it. */
+static void http_advise(struct lsq_source *src, uint64_t offset, uint64_t len)
+{
+	struct http_source *hs = (struct http_source *)src;
+
+	if (len == 0 || len > LSQ_HTTP_PIN_MAX || offset >= src->size ||
+	    len > src->size - offset)
+		return;
+	pthread_mutex_lock(&hs->mu);
+	if (hs->pin_state == 0) {
+		hs->pin_off = offset;
+		hs->pin_len = len;
+		hs->pin_state = 1;
+	}
+	pthread_mutex_unlock(&hs->mu);
+}
+
+static void free_mirrors(struct http_source *hs)
+{
+	for (unsigned i = 0; i < hs->nmirrors; i++) {
+		free(hs->mirrors[i].url);
+		free(hs->mirrors[i].etag);
+		free(hs->mirrors[i].last_modified);
+		curl_slist_free_all(hs->mirrors[i].headers);
+	}
+	free(hs->mirrors);
+}
+
+static void http_destroy(struct lsq_source *src)
+{
+	struct http_source *hs = (struct http_source *)src;
+
+	while (hs->chunks) {
+		struct chunk *c = hs->chunks;
+
+		chunk_unlink(hs, c);
+		chunk_free(c);
+	}
+	for (unsigned i = 0; i < hs->nfree; i++) {
+		curl_easy_cleanup(hs->free_handles[i]->curl);
+		free(hs->free_handles[i]);
+	}
+	free(hs->free_handles);
+	if (hs->share)
+		curl_share_cleanup(hs->share);
+	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+		pthread_mutex_destroy(&hs->share_locks[i]);
+	pthread_mutex_destroy(&hs->pool_mu);
+	pthread_cond_destroy(&hs->pool_cv);
+	pthread_mutex_destroy(&hs->mu);
+	pthread_cond_destroy(&hs->cv);
+	free_mirrors(hs);
+	curl_slist_free_all(hs->user_headers);
+	free(hs->cacert);
+	free(src->name);
+	free(hs);
+}
+
+static const struct lsq_source_ops http_ops = {
+	.read_at = http_read_at,
+	.advise = http_advise,
+	.destroy = http_destroy,
+};
+
+int lsq_source_http_get_stats(const struct lsq_source *src,
+			      struct lsq_http_stats *out)
+{
+	const struct http_source *hs = (const struct http_source *)src;
+
+	if (!src || src->ops != &http_ops)
+		return LSQ_ERR_INVALID;
+	out->requests = atomic_load(&hs->requests);
+	out->bytes_fetched = atomic_load(&hs->bytes_fetched);
+	out->retries = atomic_load(&hs->retries);
+	out->failures = atomic_load(&hs->failures);
+	out->cache_hits = atomic_load(&hs->cache_hits);
+	out->readahead_bytes = atomic_load(&hs->readahead_bytes);
+	return LSQ_OK;
+}
+
+const char *lsq_source_http_backend(void)
+{
+	return curl_version();
+}
+
+/* ---- open ---- */
+
+static pthread_once_t global_once = PTHREAD_ONCE_INIT;
+static CURLcode global_rc;
+
+static void global_init(void)
+{
+	global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+/* "Name: value" lines; blank lines and lines starting with # are skipped.
+ * Values are never echoed in messages. */
+static int read_header_file(const char *path, struct curl_slist **out,
+			    char *err, size_t errlen)
+{
+	struct curl_slist *list = NULL;
+	char *line = NULL;
+	size_t cap = 0;
+	unsigned lineno = 0;
+	struct stat st;
+	FILE *f;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		snprintf(err, errlen, "header file %s: %s", path,
+			 strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return LSQ_ERR_INVALID;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "header file %s: not a regular file",
+			 path);
+		close(fd);
+		return LSQ_ERR_INVALID;
+	}
+	if (st.st_mode & S_IROTH) {
+		snprintf(err, errlen, "header file %s is readable by everyone; "
+			 "it may hold credentials (chmod o-r %s)", path, path);
+		close(fd);
+		return LSQ_ERR_INVALID;
+	}
+	f = fdopen(fd, "r");
+	if (!f) {
+		close(fd);
+		return LSQ_ERR_NOMEM;
+	}
+	while (getline(&line, &cap, f) >= 0) {
+		char *l = trim(line), *colon;
+		struct curl_slist *n;
+
+		lineno++;
+		if (l[0] == '\0' || l[0] == '#')
+			continue;
+		colon = strchr(l, ':');
+		if (!colon || colon == l || strcspn(l, " \t") < (size_t)(colon - l)) {
+			snprintf(err, errlen, "header file %s, line %u: expected "
+				 "'Name: value'", path, lineno);
+			goto fail;
+		}
+		n = curl_slist_append(list, l);
+		if (!n) {
+			snprintf(err, errlen, "out of memory");
+			goto fail;
+		}
+		list = n;
+	}
+	free(line);
+	fclose(f);
+	*out = list;
+	return LSQ_OK;
+fail:
+	free(line);
+	fclose(f);
+	curl_slist_free_all(list);
+	return LSQ_ERR_INVALID;
+}
+
+static struct curl_slist *copy_headers(const struct curl_slist *src,
+				       const char *extra)
+{
+	struct curl_slist *list = NULL, *n;
+
+	for (; src; src = src->next) {
+		n = curl_slist_append(list, src->data);
+		if (!n)
+			goto fail;
+		list = n;
+	}
+	if (extra) {
+		n = curl_slist_append(list, extra);
+		if (!n)
+			goto fail;
+		list = n;
+	}
+	return list;
+fail:
+	curl_slist_free_all(list);
+	return NULL;
+}
+
+/* Probe a mirror: GET of the head; learn total and validators; the head
+ * bytes land in buf (head_len in/out). */
+static int probe(struct http_source *hs, struct mirror *m, uint8_t *buf,
+		 size_t *head_len, uint64_t *total, char *err, size_t errlen)
+{
+	unsigned tries = hs->opt.retries + 1;
+	struct xfer x;
+
+	for (unsigned attempt = 0; attempt < tries; attempt++) {
+		memset(&x, 0, sizeof(x));
+		x.hs = hs;
+		x.m = m;
+		x.probe = true;
+		x.off = hs->base_offset;
+		x.want = *head_len;
+		x.buf = buf;
+		transfer(&x, hs->user_headers);
+		if (x.verdict == V_OK)
+			break;
+		if (x.verdict == V_FATAL || attempt + 1 == tries) {
+			snprintf(err, errlen, "%s: %s", m->url, x.why);
+			return x.verdict == V_TIMEOUT ? LSQ_ERR_TIMEOUT
+						      : LSQ_ERR_IO;
+		}
+		sleep_seconds(backoff(hs, attempt, x.retry_after));
+	}
+	if (x.cr_total <= hs->base_offset) {
+		snprintf(err, errlen, "%s: offset %" PRIu64 " is past the end "
+			 "(%" PRIu64 " bytes)", m->url, hs->base_offset,
+			 x.cr_total);
+		return LSQ_ERR_OUT_OF_BOUNDS;
+	}
+	*total = x.cr_total;
+	*head_len = x.got;
+	/* Weak ETags cannot be used with If-Range. */
+	if (x.etag[0] && strncmp(x.etag, "W/", 2) != 0) {
+		m->etag = strdup(x.etag);
+		if (!m->etag)
+			return LSQ_ERR_NOMEM;
+	}
+	if (x.last_modified[0]) {
+		m->last_modified = strdup(x.last_modified);
+		if (!m->last_modified)
+			return LSQ_ERR_NOMEM;
+	}
+	return LSQ_OK;
+}
+
+static int open_mirrors(struct http_source *hs, char *err, size_t errlen)
+{
+	uint8_t *head = NULL, *other = NULL;
+	size_t head_len = LSQ_HTTP_HEAD_SIZE;
+	int ret = LSQ_ERR_NOMEM;
+	struct chunk *c;
+
+	head = malloc(LSQ_HTTP_HEAD_SIZE);
+	other = malloc(LSQ_HTTP_HEAD_SIZE);
+	if (!head || !other)
+		goto out;
+	ret = probe(hs, &hs->mirrors[0], head, &head_len, &hs->total, err,
+		    errlen);
+	if (ret)
+		goto out;
+	for (unsigned i = 1; i < hs->nmirrors; i++) {
+		struct mirror *m = &hs->mirrors[i], *p = &hs->mirrors[0];
+		size_t len = LSQ_HTTP_HEAD_SIZE;
+		uint64_t total;
+
+		ret = probe(hs, m, other, &len, &total, err, errlen);
+		if (ret)
+			goto out;
+		if (total != hs->total || len != head_len ||
+		    memcmp(head, other, len) != 0) {
+			snprintf(err, errlen, "mirror %s: not the same image "
+				 "as %s (size %" PRIu64 " vs %" PRIu64 ")",
+				 m->url, p->url, total, hs->total);
+			ret = LSQ_ERR_INVALID;
+			goto out;
+		}
+		if ((m->etag && p->etag && strcmp(m->etag, p->etag) != 0) ||
+		    (!(m->etag && p->etag) && m->last_modified &&
+		     p->last_modified &&
+		     strcmp(m->last_modified, p->last_modified) != 0)) {
+			snprintf(err, errlen, "mirror %s: validator (ETag or "
+				 "Last-Modified) differs from %s", m->url,
+				 p->url);
+			ret = LSQ_ERR_INVALID;
+			goto out;
+		}
+	}
+	for (unsigned i = 0; i < hs->nmirrors; i++) {
+		struct mirror *m = &hs->mirrors[i];
+		char *line = NULL;
+
+		if (m->etag || m->last_modified) {
+			if (asprintf(&line, "If-Range: %s",
+				     m->etag ? m->etag : m->last_modified) < 0) {
+				ret = LSQ_ERR_NOMEM;
+				goto out;
+			}
+		} else if (i == 0) {
+			lsq_warn("%s: no ETag or Last-Modified; a change of the "
+				 "image is only detected by its size", m->url);
+		}
+		m->headers = copy_headers(hs->user_headers, line);
+		free(line);
+		if (!m->headers && (hs->user_headers || m->etag ||
+				    m->last_modified)) {
+			ret = LSQ_ERR_NOMEM;
+			goto out;
+		}
+	}
+	hs->base.size = hs->total - hs->base_offset;
+	c = chunk_new(hs, 0, head_len, true);
+	if (!c) {
+		ret = LSQ_ERR_NOMEM;
+		goto out;
+	}
+	memcpy(c->data, head, head_len);
+	c->ready = true;
+	c->refs = 0;
+	ret = LSQ_OK;
+out:
+	free(head);
+	free(other);
+	return ret;
+}
+
+int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
+			 struct lsq_source **out, char *err, size_t errlen)
+{
+	struct http_source *hs;
+	int ret = LSQ_ERR_NOMEM;
+
+	if (errlen)
+		err[0] = '\0';
+	if (strncasecmp(url, "file://", 7) == 0)
+		return open_file_url(url, opt->base_offset, out, err, errlen);
+	if (!lsq_source_is_url(url)) {
+		snprintf(err, errlen, "%s: not an http:// or https:// URL", url);
+		return LSQ_ERR_INVALID;
+	}
+	for (unsigned i = 0; i < opt->nmirrors; i++) {
+		if (strncasecmp(opt->mirrors[i], "http://", 7) != 0 &&
+		    strncasecmp(opt->mirrors[i], "https://", 8) != 0) {
+			snprintf(err, errlen, "mirror %s: not an http:// or "
+				 "https:// URL", opt->mirrors[i]);
+			return LSQ_ERR_INVALID;
+		}
+	}
+	pthread_once(&global_once, global_init);
+	if (global_rc != CURLE_OK) {
+		snprintf(err, errlen, "cannot initialise libcurl: %s",
+			 curl_easy_strerror(global_rc));
+		return LSQ_ERR_IO;
+	}
+
+	hs = calloc(1, sizeof(*hs));
+	if (!hs)
+		return LSQ_ERR_NOMEM;
+	hs->opt = *opt;
+	hs->opt.header_file = NULL;
+	hs->opt.cacert = NULL;
+	if (hs->opt.max_connections == 0)
+		hs->opt.max_connections = 1;
+	hs->base_offset = opt->base_offset;
+	hs->ra_limit = opt->readahead * LSQ_HTTP_RA_FACTOR;
+	if (hs->ra_limit < LSQ_HTTP_RA_MIN_CACHE)
+		hs->ra_limit = LSQ_HTTP_RA_MIN_CACHE;
+	atomic_init(&hs->seed, (uint64_t)time(NULL) ^ (uint64_t)getpid() << 32);
+	pthread_mutex_init(&hs->pool_mu, NULL);
+	pthread_cond_init(&hs->pool_cv, NULL);
+	pthread_mutex_init(&hs->mu, NULL);
+	pthread_cond_init(&hs->cv, NULL);
+	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+		pthread_mutex_init(&hs->share_locks[i], NULL);
+	hs->base.ops = &http_ops;
+	hs->base.name = strdup(url);
+	hs->free_handles = calloc(hs->opt.max_connections,
+				  sizeof(*hs->free_handles));
+	hs->mirrors = calloc(1 + opt->nmirrors, sizeof(*hs->mirrors));
+	if (!hs->base.name || !hs->free_handles || !hs->mirrors)
+		goto fail;
+	hs->nmirrors = 1 + opt->nmirrors;
+	for (unsigned i = 0; i < hs->nmirrors; i++) {
+		hs->mirrors[i].url = strdup(i ? opt->mirrors[i - 1] : url);
+		if (!hs->mirrors[i].url)
+			goto fail;
+	}
+	if (opt->cacert) {
+		hs->cacert = strdup(opt->cacert);
+		if (!hs->cacert)
+			goto fail;
+		hs->opt.cacert = hs->cacert;
+	}
+
+	hs->share = curl_share_init();
+	if (hs->share) {
+		curl_share_setopt(hs->share, CURLSHOPT_LOCKFUNC, share_lock);
+		curl_share_setopt(hs->share, CURLSHOPT_UNLOCKFUNC, share_unlock);
+		curl_share_setopt(hs->share, CURLSHOPT_USERDATA, hs);
+		curl_share_setopt(hs->share, CURLSHOPT_SHARE,
+				  CURL_LOCK_DATA_DNS);
+		curl_share_setopt(hs->share, CURLSHOPT_SHARE,
+				  CURL_LOCK_DATA_SSL_SESSION);
+	}
+	if (opt->header_file) {
+		ret = read_header_file(opt->header_file, &hs->user_headers, err,
+				       errlen);
+		if (ret)
+			goto fail;
+	}
+	if (opt->insecure)
+		lsq_warn("%s: TLS certificate verification is off (-o insecure)",
+			 url);
+	ret = open_mirrors(hs, err, errlen);
+	if (ret)
+		goto fail;
+	*out = &hs->base;
+	return LSQ_OK;
+fail:
+	if (ret == LSQ_ERR_NOMEM && !err[0])
+		snprintf(err, errlen, "out of memory");
+	http_destroy(&hs->base);
+	return ret;
+}
+
+#endif /* LSQ_HAVE_CURL */

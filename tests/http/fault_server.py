@@ -1,0 +1,250 @@
+"""A small HTTP/1.1 range server with scripted faults (standard library only).
+
+Runs as a thread inside the pytest process. It serves byte strings by path
+with keep-alive, HEAD, Range (single ranges), ETag, Last-Modified and
+If-Range, and applies the fault set in `server.fault` to the GET requests
+that match it:
+
+    server.set_fault("status", code=503, retry_after=1, count=2)
+    server.set_fault("delay", seconds=5)          # before the body
+    server.set_fault("reset")                     # RST after half the body
+    server.set_fault("short")                     # half the body, then close
+    server.set_fault("ignore_range")              # 200 with the whole body
+    server.set_fault("wrong_range")               # another range than asked
+    server.clear_fault()
+
+`count` limits how many requests get the fault (None: all). Requests whose
+range starts below `min_offset` are left alone, so a mount can be set up
+before a fault is armed. Every request is recorded in `server.log`.
+"""
+
+import email.utils
+import http.server
+import socket
+import socketserver
+import struct
+import threading
+import time
+
+
+class Fault:
+    def __init__(self, kind, count=None, min_offset=1, **kw):
+        self.kind = kind
+        self.count = count
+        self.min_offset = min_offset
+        self.kw = kw
+        self.hits = 0
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "faultserver/1"
+
+    def log_message(self, fmt, *args):  # quiet
+        pass
+
+    def setup(self):
+        super().setup()
+        with self.server.owner.lock:
+            self.server.owner.conns.add(self.connection)
+
+    def finish(self):
+        try:
+            super().finish()
+        finally:
+            with self.server.owner.lock:
+                self.server.owner.conns.discard(self.connection)
+
+    def _obj(self):
+        srv = self.server.owner
+        with srv.lock:
+            path = self.path
+            if "://" in path:  # absolute form: we are used as a proxy
+                path = "/" + path.split("://", 1)[1].partition("/")[2]
+            return srv.objects.get(path.split("?")[0])
+
+    def _take_fault(self, start):
+        srv = self.server.owner
+        with srv.lock:
+            f = srv.fault
+            if f is None or start < f.min_offset:
+                return None
+            if f.count is not None and f.hits >= f.count:
+                return None
+            f.hits += 1
+            return f
+
+    def _record(self, status, rng, nbytes):
+        srv = self.server.owner
+        with srv.lock:
+            srv.log.append({"method": self.command, "range": rng,
+                            "if_range": self.headers.get("If-Range"),
+                            "ua": self.headers.get("User-Agent"),
+                            "status": status, "bytes": nbytes,
+                            "auth": self.headers.get("Authorization"),
+                            "target": self.path})
+
+    def _simple(self, code, headers=(), body=b""):
+        self.send_response(code)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+        self._record(code, self.headers.get("Range"), len(body))
+
+    def do_HEAD(self):
+        self.do_GET()
+
+    def do_GET(self):
+        srv = self.server.owner
+        need = srv.require_header
+        if need and self.headers.get(need[0]) != need[1]:
+            return self._simple(403, body=b"forbidden\n")
+        obj = self._obj()
+        if obj is None:
+            return self._simple(404, body=b"not found\n")
+        data, etag, mtime = obj
+        size = len(data)
+        rng = self.headers.get("Range")
+        start, end = 0, size - 1
+        partial = False
+        if rng and rng.startswith("bytes="):
+            a, _, b = rng[6:].partition("-")
+            try:
+                start = int(a)
+                end = min(int(b), size - 1) if b else size - 1
+                partial = True
+            except ValueError:
+                partial = False
+            if partial and start >= size:
+                return self._simple(416, [("Content-Range",
+                                           "bytes */%d" % size)])
+        if_range = self.headers.get("If-Range")
+        if partial and if_range is not None and if_range != etag and \
+                if_range != email.utils.formatdate(mtime, usegmt=True):
+            partial = False
+            start, end = 0, size - 1
+
+        fault = self._take_fault(start) if self.command == "GET" else None
+        kind = fault.kind if fault else None
+        if kind == "status":
+            hdrs = []
+            if fault.kw.get("retry_after") is not None:
+                hdrs.append(("Retry-After", str(fault.kw["retry_after"])))
+            return self._simple(fault.kw.get("code", 500), hdrs,
+                                b"injected\n")
+        if kind == "ignore_range":
+            partial = False
+            start, end = 0, size - 1
+        if kind == "wrong_range" and partial:
+            shift = min(512, start)
+            start, end = start - shift, end - shift
+
+        body = data[start:end + 1]
+        self.send_response(206 if partial else 200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Accept-Ranges", "bytes")
+        if etag is not None:
+            self.send_header("ETag", etag)
+        self.send_header("Last-Modified",
+                         email.utils.formatdate(mtime, usegmt=True))
+        if partial:
+            self.send_header("Content-Range",
+                             "bytes %d-%d/%d" % (start, end, size))
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self._record(206 if partial else 200, rng, len(body))
+        if self.command == "HEAD":
+            return
+        if kind == "delay":
+            time.sleep(fault.kw.get("seconds", 5))
+        if kind in ("reset", "short"):
+            self.wfile.write(body[:len(body) // 2])
+            self.wfile.flush()
+            if kind == "reset":
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                           struct.pack("ii", 1, 0))
+            else:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            self.close_connection = True
+            return
+        try:
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+
+class _TCPServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def handle_error(self, request, client_address):
+        # clients that go away (timeouts, aborted bodies) are expected
+        import sys
+        if isinstance(sys.exc_info()[1], OSError):
+            return
+        super().handle_error(request, client_address)
+
+
+class FaultServer:
+    def __init__(self, port=0):
+        self.lock = threading.Lock()
+        self.objects = {}
+        self.fault = None
+        self.log = []
+        self.require_header = None
+        self.conns = set()
+        self.port = port
+        self.httpd = None
+        self.thread = None
+
+    def add(self, path, data, etag='"v1"', mtime=1_700_000_000):
+        with self.lock:
+            self.objects[path] = (data, etag, mtime)
+
+    def set_fault(self, kind, **kw):
+        with self.lock:
+            self.fault = Fault(kind, **kw)
+            return self.fault
+
+    def clear_fault(self):
+        with self.lock:
+            self.fault = None
+
+    def clear_log(self):
+        with self.lock:
+            self.log = []
+
+    def requests(self):
+        with self.lock:
+            return list(self.log)
+
+    def url(self, path):
+        return "http://127.0.0.1:%d%s" % (self.port, path)
+
+    def start(self):
+        self.httpd = _TCPServer(("127.0.0.1", self.port), Handler)
+        self.httpd.owner = self
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever,
+                                       kwargs={"poll_interval": 0.05},
+                                       daemon=True)
+        self.thread.start()
+        return self
+
+    def stop(self):
+        """Stop listening and drop every open connection."""
+        if self.httpd is None:
+            return
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        with self.lock:
+            conns = list(self.conns)
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self.httpd = None

@@ -1,0 +1,313 @@
+"""The HTTP source against our own fault-injecting server: each fault gives
+the documented result (the right bytes, or EIO) within a bounded time, and
+the daemon keeps serving afterwards."""
+
+import os
+import threading
+import time
+
+from conftest import FaultServer, check_eio, read_with_timeout, try_mount
+
+FAST = ["timeout=2", "connect_timeout=1", "retries=3"]
+
+
+def _mount(mounts, fault_server, opts=FAST):
+    return mounts(fault_server.url("/small.sqfs"), opts)
+
+
+def _check_file(m, small_image, rel, timeout=60):
+    ok, data, dt = read_with_timeout(os.path.join(m.mnt, rel), timeout)
+    assert ok, "read of %s failed: %s\n%s" % (rel, data, m.log()[-3000:])
+    assert data == small_image["files"][rel], rel
+    return dt
+
+
+def _still_serving(m, small_image, rel="d/small.txt"):
+    assert m.alive()
+    _check_file(m, small_image, rel)
+
+
+def test_mount_cost_and_conditional_requests(mounts, fault_server,
+                                             small_image):
+    m = _mount(mounts, fault_server)
+    reqs = fault_server.requests()
+    assert 1 <= len(reqs) <= 3, reqs
+    assert reqs[0]["range"] == "bytes=0-65535"
+    for r in reqs:
+        assert r["method"] == "GET" and r["status"] == 206, r
+        assert r["ua"].startswith("sqfs-lazy/"), r
+    for r in reqs[1:]:
+        assert r["if_range"] == '"v1"', r
+    for rel in small_image["files"]:
+        _check_file(m, small_image, rel)
+    assert os.readlink(os.path.join(m.mnt, "d/link")) == "small.txt"
+    for r in fault_server.requests()[1:]:
+        assert r["if_range"] == '"v1"' and r["status"] == 206, r
+
+
+def test_delay_then_success(mounts, fault_server, small_image):
+    m = _mount(mounts, fault_server, ["timeout=1", "retries=3"])
+    fault_server.set_fault("delay", seconds=4, count=1)
+    dt = _check_file(m, small_image, "f01.bin")
+    assert dt < 10
+
+
+def test_stalled_server_gives_eio_then_recovers(mounts, fault_server,
+                                                small_image):
+    m = _mount(mounts, fault_server, ["timeout=1", "retries=1"])
+    fault_server.set_fault("delay", seconds=20)
+    ok, text, dt = read_with_timeout(os.path.join(m.mnt, "f02.bin"))
+    check_eio(ok, text)
+    assert dt < 10, dt
+    assert "small.sqfs: read of bytes" in m.log()
+    fault_server.clear_fault()
+    _check_file(m, small_image, "f02.bin")
+    _still_serving(m, small_image)
+
+
+def test_reset_mid_body_is_retried(mounts, fault_server, small_image):
+    m = _mount(mounts, fault_server)
+    f = fault_server.set_fault("reset", count=2)
+    _check_file(m, small_image, "f03.bin")
+    assert f.hits == 2
+
+
+def test_short_body_is_retried(mounts, fault_server, small_image):
+    m = _mount(mounts, fault_server)
+    f = fault_server.set_fault("short", count=2)
+    _check_file(m, small_image, "f04.bin")
+    assert f.hits == 2
+
+
+def test_short_body_forever_is_eio(mounts, fault_server, small_image):
+    m = _mount(mounts, fault_server, ["retries=2"])
+    fault_server.set_fault("short")
+    ok, text, dt = read_with_timeout(os.path.join(m.mnt, "f05.bin"))
+    check_eio(ok, text)
+    assert dt < 15
+    fault_server.clear_fault()
+    _check_file(m, small_image, "f05.bin")
+
+
+def test_5xx_retried(mounts, fault_server, small_image):
+    m = _mount(mounts, fault_server)
+    f = fault_server.set_fault("status", code=500, count=2)
+    _check_file(m, small_image, "f06.bin")
+    assert f.hits == 2
+    st = m.log()
+    assert "failed" not in st
+
+
+def test_503_and_429_honour_retry_after(mounts, fault_server, small_image):
+    m = _mount(mounts, fault_server)
+    for code, rel in ((503, "f07.bin"), (429, "f08.bin")):
+        f = fault_server.set_fault("status", code=code, retry_after=1,
+                                   count=1)
+        dt = _check_file(m, small_image, rel)
+        assert f.hits == 1
+        assert 0.9 <= dt < 10, (code, dt)
+
+
+def test_persistent_500_is_eio_then_server_back(mounts, fault_server,
+                                                small_image):
+    m = _mount(mounts, fault_server, ["retries=2"])
+    fault_server.set_fault("status", code=500)
+    ok, text, dt = read_with_timeout(os.path.join(m.mnt, "f09.bin"))
+    check_eio(ok, text)
+    assert dt < 15
+    assert "HTTP 500" in m.log()
+    assert m.alive()
+    fault_server.clear_fault()
+    _check_file(m, small_image, "f09.bin")
+
+
+def test_wrong_content_range_later_is_retried(mounts, fault_server,
+                                              small_image):
+    m = _mount(mounts, fault_server)
+    f = fault_server.set_fault("wrong_range", count=2)
+    _check_file(m, small_image, "f10.bin")
+    assert f.hits == 2
+    fault_server.set_fault("wrong_range")
+    ok, text, _ = read_with_timeout(os.path.join(m.mnt, "f11.bin"))
+    check_eio(ok, text)
+    assert "wrong Content-Range" in m.log()
+    fault_server.clear_fault()
+    _check_file(m, small_image, "f11.bin")
+
+
+def test_offset_and_wrong_content_range_at_open(tmp_path, mounts,
+                                               fault_server, small_image):
+    # the image behind 4 KiB of padding, mounted with -o offset
+    fault_server.add("/pad.sqfs", bytes(4096) + small_image["data"])
+    url = fault_server.url("/pad.sqfs")
+    m = mounts(url, FAST + ["offset=4096"])
+    _check_file(m, small_image, "f00.bin")
+    fault_server.set_fault("wrong_range", min_offset=0)
+    rc, err, dt = try_mount(url, str(tmp_path / "mnt"), None,
+                            ["offset=4096"])
+    assert rc != 0 and "wrong Content-Range" in err, err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_range_ignored_at_open_is_refused(tmp_path, fault_server):
+    fault_server.set_fault("ignore_range", min_offset=0)
+    rc, err, dt = try_mount(fault_server.url("/small.sqfs"),
+                            str(tmp_path / "mnt"), None)
+    assert rc != 0
+    assert "ignores Range" in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    # the whole body was not downloaded
+    assert sum(r["bytes"] for r in fault_server.requests()) > 0
+    assert dt < 10
+
+
+def test_range_ignored_later_is_retried_or_eio(mounts, fault_server,
+                                               small_image):
+    m = _mount(mounts, fault_server, ["retries=2"])
+    fault_server.set_fault("ignore_range", count=1)
+    _check_file(m, small_image, "f12.bin")
+    fault_server.set_fault("ignore_range")
+    ok, text, dt = read_with_timeout(os.path.join(m.mnt, "f13.bin"))
+    check_eio(ok, text)
+    assert dt < 15
+    assert "remote image changed" not in m.log()
+    fault_server.clear_fault()
+    _check_file(m, small_image, "f13.bin")
+
+
+def test_etag_change_is_sticky_eio(mounts, fault_server, small_image):
+    m = _mount(mounts, fault_server)
+    _check_file(m, small_image, "f14.bin")
+    changed = bytearray(small_image["data"])
+    changed[200_000] ^= 0xFF
+    fault_server.add("/small.sqfs", bytes(changed), etag='"v2"')
+    ok, text, dt = read_with_timeout(os.path.join(m.mnt, "f15.bin"))
+    check_eio(ok, text)
+    assert dt < 10
+    log = m.log()
+    assert log.count("remote image changed: " +
+                     fault_server.url("/small.sqfs")) == 1, log
+    # sticky: even once the old image is back, uncached reads fail
+    fault_server.add("/small.sqfs", small_image["data"])
+    ok, text, _ = read_with_timeout(os.path.join(m.mnt, "f16.bin"))
+    check_eio(ok, text)
+    assert m.alive()
+    assert os.path.isdir(os.path.join(m.mnt, "d"))
+
+
+def test_server_gone_and_back(mounts, fault_server, small_image):
+    m = _mount(mounts, fault_server, ["retries=2", "connect_timeout=1"])
+    port = fault_server.port
+    fault_server.stop()
+    ok, text, dt = read_with_timeout(os.path.join(m.mnt, "f17.bin"))
+    check_eio(ok, text)
+    assert dt < 15
+    back = FaultServer(port=port).start()
+    try:
+        back.add("/small.sqfs", small_image["data"])
+        _check_file(m, small_image, "f17.bin")
+        _still_serving(m, small_image)
+    finally:
+        back.stop()
+
+
+def test_not_found_and_refused_at_open(tmp_path, fault_server):
+    rc, err, _ = try_mount(fault_server.url("/nope.sqfs"),
+                           str(tmp_path / "mnt"), None)
+    assert rc != 0 and "HTTP 404" in err and "/nope.sqfs" in err, err
+    rc, err, dt = try_mount("http://127.0.0.1:1/x.sqfs",
+                            str(tmp_path / "mnt"), None,
+                            ["retries=1", "connect_timeout=1"])
+    assert rc != 0 and "127.0.0.1:1/x.sqfs" in err, err
+    assert dt < 10
+
+
+def test_header_file(tmp_path, mounts, fault_server, small_image):
+    fault_server.require_header = ("Authorization", "Bearer s3cret-token")
+    url = fault_server.url("/small.sqfs")
+    rc, err, _ = try_mount(url, str(tmp_path / "mnt0"), None)
+    assert rc != 0 and "HTTP 403" in err, err
+    hf = tmp_path / "headers"
+    hf.write_text("# credentials\nAuthorization: Bearer s3cret-token\n")
+    os.chmod(hf, 0o644)
+    rc, err, _ = try_mount(url, str(tmp_path / "mnt1"), None,
+                           ["header_file=%s" % hf])
+    assert rc != 0 and "readable by everyone" in err, err
+    os.chmod(hf, 0o600)
+    m = mounts(url, FAST + ["header_file=%s" % hf])
+    _check_file(m, small_image, "f18.bin")
+    assert "s3cret" not in m.log()
+    assert all(r["auth"] == "Bearer s3cret-token"
+               for r in fault_server.requests() if r["status"] == 206)
+
+
+def test_mirror_failover(mounts, fault_server, small_image):
+    mirror = FaultServer().start()
+    try:
+        mirror.add("/copy.sqfs", small_image["data"])
+        m = mounts(fault_server.url("/small.sqfs"),
+                   FAST + ["mirror=" + mirror.url("/copy.sqfs")])
+        fault_server.set_fault("status", code=500)
+        dt = _check_file(m, small_image, "f19.bin")
+        assert dt < 10
+        assert any(r["range"] and r["status"] == 206 and
+                   r["range"] != "bytes=0-65535" for r in mirror.requests())
+        # and back: the mirror fails, the primary has recovered
+        mirror.set_fault("status", code=500)
+        fault_server.clear_fault()
+        _check_file(m, small_image, "f21.bin")
+        mirror.clear_fault()
+        fault_server.set_fault("status", code=503)
+        _check_file(m, small_image, "f22.bin")
+    finally:
+        mirror.stop()
+
+
+def test_mirror_of_another_image_is_refused(tmp_path, fault_server,
+                                            small_image):
+    other = FaultServer().start()
+    try:
+        data = bytearray(small_image["data"])
+        data[100] ^= 1
+        other.add("/copy.sqfs", bytes(data))
+        rc, err, _ = try_mount(fault_server.url("/small.sqfs"),
+                               str(tmp_path / "mnt"), None,
+                               ["mirror=" + other.url("/copy.sqfs")])
+        assert rc != 0 and "not the same image" in err, err
+    finally:
+        other.stop()
+
+
+def test_parallel_reads_with_few_connections(mounts, fault_server,
+                                             small_image):
+    m = _mount(mounts, fault_server, ["max_connections=2", "readahead=256K"])
+    fault_server.set_fault("reset", count=3)
+    names = ["f%02d.bin" % i for i in range(20, 24)] + ["d/small.txt"]
+    errors = []
+
+    def worker(rel):
+        try:
+            _check_file(m, small_image, rel)
+        except AssertionError as e:
+            errors.append(str(e))
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in names]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    assert time.monotonic() - t0 < 30
+
+
+def test_proxy_from_environment(mounts, fault_server, small_image):
+    env = dict(os.environ)
+    for k in ("https_proxy", "HTTPS_PROXY", "no_proxy", "NO_PROXY",
+              "all_proxy", "ALL_PROXY"):
+        env.pop(k, None)
+    env["http_proxy"] = "http://127.0.0.1:%d" % fault_server.port
+    m = mounts("http://image.invalid/small.sqfs", FAST, env=env)
+    _check_file(m, small_image, "f20.bin")
+    assert all(r["target"].startswith("http://image.invalid/")
+               for r in fault_server.requests())

@@ -1,0 +1,56 @@
+"""HTTPS with a self-signed certificate: refused without cacert=, accepted
+with it; insecure works and warns."""
+
+import os
+
+from conftest import read_with_timeout, try_mount
+
+
+def test_self_signed_refused_without_cacert(tls_nginx, tmp_path):
+    rc, err, dt = try_mount(tls_nginx.url("small.sqfs"),
+                            str(tmp_path / "mnt"), None, ["retries=1"])
+    assert rc != 0
+    assert "certificate" in err.lower(), err
+    assert len(err.strip().splitlines()) == 1, err
+    assert dt < 10
+
+
+def test_accepted_with_cacert(tls_nginx, mounts, small_image):
+    tls_nginx.clear_log()
+    m = mounts(tls_nginx.url("small.sqfs"), ["cacert=" + tls_nginx.cert])
+    for rel in ("d/small.txt", "f00.bin"):
+        ok, data, _ = read_with_timeout(os.path.join(m.mnt, rel))
+        assert ok and data == small_image["files"][rel], rel
+    entries = tls_nginx.entries()
+    assert entries and all(e["status"] == 206 for e in entries), entries
+    # HTTP/2 is negotiated when the server offers it
+    assert all(e["proto"] == "HTTP/2.0" for e in entries), entries
+
+
+def test_insecure_warns(tls_nginx, mounts, small_image):
+    m = mounts(tls_nginx.url("small.sqfs"), ["insecure"])
+    ok, data, _ = read_with_timeout(os.path.join(m.mnt, "d/small.txt"))
+    assert ok and data == small_image["files"]["d/small.txt"]
+    assert "verification is off" in m.log()
+
+
+def test_daemon_mode_keeps_tls_connection_usable(tls_nginx, small_image,
+                                                 tmp_path):
+    """The TLS connection of the probe is made before the fork; the
+    detached child must keep using it (or reconnect) without trouble."""
+    import subprocess
+    from conftest import daemon, is_mounted, require_mount_env
+    require_mount_env()
+    mnt = str(tmp_path / "mnt")
+    os.makedirs(mnt)
+    r = subprocess.run([daemon(), "-o", "cacert=" + tls_nginx.cert,
+                        tls_nginx.url("small.sqfs"), mnt],
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    try:
+        for rel in ("f01.bin", "f02.bin", "d/small.txt"):
+            ok, data, _ = read_with_timeout(os.path.join(mnt, rel))
+            assert ok and data == small_image["files"][rel], rel
+    finally:
+        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+    assert not is_mounted(mnt)

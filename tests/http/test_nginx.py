@@ -1,0 +1,176 @@
+"""A real nginx: the mount equals a kernel loop mount of the same image,
+and mounting a large image plus reading one small file transfers the
+metadata and that file's blocks, not the image."""
+
+import hashlib
+import os
+import stat
+import subprocess
+
+import pytest
+
+from conftest import require, sha256_file
+
+
+@pytest.fixture(scope="module")
+def kernel_mount(big_image, tmp_path_factory):
+    require(os.geteuid() == 0, "needs root for a loop mount")
+    mnt = str(tmp_path_factory.mktemp("kmnt"))
+    r = subprocess.run(["mount", "-t", "squashfs", "-o", "loop,ro",
+                        big_image["path"], mnt], capture_output=True)
+    require(r.returncode == 0, "kernel squashfs loop mount failed: %s"
+            % r.stderr.decode(errors="replace"))
+    yield mnt
+    subprocess.run(["umount", mnt], capture_output=True)
+
+
+def walk(root):
+    """{relpath: (mode, uid, gid, size, nlink, mtime, link, xattrs, hash)}"""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(dirnames + filenames) + ([] if dirpath != root
+                                                     else ["."]):
+            p = os.path.join(dirpath, name)
+            rel = os.path.relpath(p, root)
+            st = os.lstat(p)
+            link = os.readlink(p) if stat.S_ISLNK(st.st_mode) else None
+            try:
+                xa = {k: os.getxattr(p, k, follow_symlinks=False)
+                      for k in sorted(os.listxattr(p, follow_symlinks=False))}
+            except OSError as e:
+                xa = ("error", e.errno)
+            digest = None
+            if stat.S_ISREG(st.st_mode) and st.st_size < (1 << 20):
+                with open(p, "rb") as f:
+                    digest = hashlib.sha256(f.read()).hexdigest()
+            out[rel] = (st.st_mode, st.st_uid, st.st_gid, st.st_size,
+                        st.st_nlink, st.st_mtime_ns, link, xa, digest)
+    return out
+
+
+def test_small_file_costs_metadata_only(nginx, big_image, mounts):
+    image_size = os.path.getsize(big_image["path"])
+    nginx.clear_log()
+    m = mounts(nginx.url("img.sqfs"), ["retries=2"])
+    mount_reqs = nginx.entries()
+    assert len(mount_reqs) <= 3, mount_reqs
+    with open(os.path.join(m.mnt, "etc", "small.conf"), "rb") as f:
+        assert f.read() == b"key = value\n" * 40
+    entries = nginx.entries()
+    sent = sum(e["bytes"] for e in entries)
+    print("\nmount: %d requests, %d bytes; after reading etc/small.conf: "
+          "%d requests, %d bytes of a %d-byte image (%.3f%%)"
+          % (len(mount_reqs), sum(e["bytes"] for e in mount_reqs),
+             len(entries), sent, image_size, 100.0 * sent / image_size))
+    assert sent < image_size * 0.05, entries
+    assert all(e["status"] == 206 for e in entries), entries
+    assert all(e["ua"].startswith("sqfs-lazy/") for e in entries)
+    assert all(e["if_range"] != "-" for e in entries[1:]), entries
+
+
+def test_same_as_kernel(nginx, big_image, kernel_mount, mounts):
+    m = mounts(nginx.url("img.sqfs"))
+    k = walk(kernel_mount)
+    f = walk(m.mnt)
+    assert sorted(k) == sorted(f)
+    diffs = [(p, k[p], f[p]) for p in k if k[p] != f[p]]
+    assert not diffs, diffs[:5]
+
+
+def test_large_file_sequential(nginx, big_image, kernel_mount, mounts):
+    nginx.clear_log()
+    m = mounts(nginx.url("img.sqfs"))
+    assert sha256_file(os.path.join(m.mnt, "large.bin")) == \
+        sha256_file(os.path.join(kernel_mount, "large.bin"))
+    entries = nginx.entries()
+    sent = sum(e["bytes"] for e in entries)
+    size = os.path.getsize(big_image["path"])
+    print("\nsequential read of 200 MiB: %d requests, %d bytes (image %d)"
+          % (len(entries), sent, size))
+    # readahead: few large requests, no large re-fetch; keep-alive: the
+    # pool's few connections carry them all
+    assert len(entries) < 600, len(entries)
+    assert sent < size * 1.1
+    assert len({e["conn"] for e in entries}) <= 5, entries
+
+
+def test_random_reads_match(nginx, kernel_mount, mounts):
+    m = mounts(nginx.url("img.sqfs"), ["readahead=0"])
+    size = os.path.getsize(os.path.join(kernel_mount, "large.bin"))
+    with open(os.path.join(kernel_mount, "large.bin"), "rb") as k, \
+            open(os.path.join(m.mnt, "large.bin"), "rb") as f:
+        for i in range(64):
+            off = (i * 7919 * 4096 + i * 13) % (size - 5000)
+            assert os.pread(k.fileno(), 4096, off) == \
+                os.pread(f.fileno(), 4096, off), off
+
+
+def test_file_url(big_image, mounts, kernel_mount):
+    m = mounts("file://" + big_image["path"])
+    with open(os.path.join(m.mnt, "etc", "small.conf"), "rb") as f, \
+            open(os.path.join(kernel_mount, "etc", "small.conf"), "rb") as g:
+        assert f.read() == g.read()
+
+
+def test_daemon_mode(nginx, big_image, tmp_path):
+    """Without -f the source is opened before the fork; the child must
+    still fetch (no thread of the source may be needed across fork)."""
+    from conftest import daemon, is_mounted, require_mount_env
+    require_mount_env()
+    mnt = str(tmp_path / "mnt")
+    os.makedirs(mnt)
+    r = subprocess.run([daemon(), nginx.url("img.sqfs"), mnt],
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    try:
+        with open(os.path.join(mnt, "etc", "small.conf"), "rb") as f:
+            assert f.read() == b"key = value\n" * 40
+        with open(os.path.join(mnt, "large.bin"), "rb") as f:
+            f.seek(100 << 20)
+            with open(os.path.join(big_image["tree"], "large.bin"),
+                      "rb") as g:
+                g.seek(100 << 20)
+                assert f.read(3 << 20) == g.read(3 << 20)
+    finally:
+        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+    assert not is_mounted(mnt)
+
+
+def test_concurrent_sequential_and_random(nginx, big_image, mounts):
+    """Many threads, sequential streams and random reads at once: the
+    readahead cache (bounded, shared) must never hand out wrong bytes."""
+    import random
+    import threading
+    m = mounts(nginx.url("img.sqfs"), ["readahead=512K", "max_connections=3"])
+    ref_path = os.path.join(big_image["tree"], "large.bin")
+    size = os.path.getsize(ref_path)
+    errors = []
+
+    def seq(start):
+        with open(ref_path, "rb") as g, \
+                open(os.path.join(m.mnt, "large.bin"), "rb") as f:
+            for i in range(48):
+                off = start + i * 131072
+                if os.pread(f.fileno(), 131072, off) != \
+                        os.pread(g.fileno(), 131072, off):
+                    errors.append(("seq", off))
+
+    def rnd(seed):
+        rng = random.Random(seed)
+        with open(ref_path, "rb") as g, \
+                open(os.path.join(m.mnt, "large.bin"), "rb") as f:
+            for _ in range(40):
+                off = rng.randrange(0, size - 70000)
+                n = rng.randrange(1, 70000)
+                if os.pread(f.fileno(), n, off) != os.pread(g.fileno(), n, off):
+                    errors.append(("rnd", off, n))
+
+    threads = [threading.Thread(target=seq, args=(k * (23 << 20),))
+               for k in range(6)]
+    threads += [threading.Thread(target=rnd, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors[:5]

@@ -1,12 +1,9 @@
 #!/bin/bash
-# The built-in demo: install, build, pack a sample tree, mount the image
-# lazily with sqfs-lazy-mount, read a little from it and show how few bytes
-# of the image that cost.
+# The built-in demo: install, build, pack a sample tree, serve the image
+# from nginx on 127.0.0.1, mount it lazily over HTTP with sqfs-lazy-mount,
+# read from it and show how little of the image crossed the network.
 #
 #   SAMPLE_DIR=/some/tree bash scripts/demo.sh     (default: /usr/include)
-#
-# Today the image is read from a local file; serving it over HTTP from
-# 127.0.0.1 arrives with the HTTP source (issue 3), through the same seam.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -18,20 +15,58 @@ meson compile -C build >/dev/null
 
 work=$(mktemp -d /tmp/sqfs-lazy-demo.XXXXXX)
 mnt="$work/mnt"
+nginx_pid=
 cleanup() {
 	fusermount3 -u -z "$mnt" 2>/dev/null || true
+	[ -n "$nginx_pid" ] && kill "$nginx_pid" 2>/dev/null || true
 	rm -rf "$work"
 }
 trap cleanup EXIT
-mkdir "$mnt"
+mkdir -p "$mnt" "$work/www" "$work/nginx"
+chmod 755 "$work" "$work/www"
 
-echo "== packing $SAMPLE_DIR (mksquashfs, zstd, 128 KiB blocks)"
-mksquashfs "$SAMPLE_DIR" "$work/sample.sqfs" -comp zstd -noappend -quiet -no-progress >/dev/null
-size=$(stat -c %s "$work/sample.sqfs")
+PACK="$root/build/src/pack/sqfs-lazy-pack"
+if [ -x "$PACK" ]; then
+	echo "== packing $SAMPLE_DIR with sqfs-lazy-pack"
+	"$PACK" -q "$SAMPLE_DIR" "$work/www/sample.sqfs"
+else
+	echo "== packing $SAMPLE_DIR with mksquashfs (zstd, 128 KiB blocks)"
+	mksquashfs "$SAMPLE_DIR" "$work/www/sample.sqfs" -comp zstd -noappend -quiet -no-progress >/dev/null
+fi
+size=$(stat -c %s "$work/www/sample.sqfs")
 echo "   image: $size bytes"
 
-echo "== mounting with sqfs-lazy-mount"
-"$root/build/sqfs-lazy-mount" "$work/sample.sqfs" "$mnt"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+cat > "$work/nginx/nginx.conf" <<CONF
+daemon off;
+worker_processes 1;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/error.log;
+events { worker_connections 64; }
+http {
+	access_log $work/nginx/access.log;
+	client_body_temp_path $work/nginx;
+	proxy_temp_path $work/nginx;
+	fastcgi_temp_path $work/nginx;
+	uwsgi_temp_path $work/nginx;
+	scgi_temp_path $work/nginx;
+	server {
+		listen 127.0.0.1:$port;
+		root $work/www;
+	}
+}
+CONF
+nginx -c "$work/nginx/nginx.conf" -p "$work/nginx" &
+nginx_pid=$!
+for _ in $(seq 100); do
+	python3 -c "import socket; socket.create_connection(('127.0.0.1', $port), 0.1)" 2>/dev/null && break
+	sleep 0.05
+done
+url="http://127.0.0.1:$port/sample.sqfs"
+echo "== serving it at $url (nginx)"
+
+echo "== mounting $url with sqfs-lazy-mount"
+"$root/build/sqfs-lazy-mount" "$url" "$mnt"
 grep " $mnt " /proc/mounts
 
 echo "== reading from the mount"
@@ -39,7 +74,7 @@ first=$(cd "$mnt" && find . -type f -size +4k -print -quit)
 echo "   entries in the root: $(ls "$mnt" | wc -l)"
 echo "   sha256 of $first: $(sha256sum < "$mnt/$first" | cut -c1-16)..."
 
-echo "== what the daemon read from the image"
-"$root/build/sqfs-lazy-mount" --stats "$mnt"
-read_bytes=$("$root/build/sqfs-lazy-mount" --stats "$mnt" | awk '$1=="source_bytes"{print $2}')
-echo "   => $read_bytes of $size image bytes ($(( read_bytes * 100 / size ))%) were read"
+echo "== what was fetched"
+"$root/build/sqfs-lazy-mount" --stats "$mnt" | grep -E '^(http_|source_)'
+fetched=$("$root/build/sqfs-lazy-mount" --stats "$mnt" | awk '$1=="http_bytes"{print $2}')
+echo "   => $fetched of $size image bytes crossed the network ($(( fetched * 100 / size ))%), in $(wc -l < "$work/nginx/access.log") HTTP requests"

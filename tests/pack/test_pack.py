@@ -1,0 +1,480 @@
+"""sqfs-lazy-pack: images of the edge-case tree, for every compressor and
+block size, must be accepted by the kernel, unsquashfs, rdsquashfs and our
+reader, and the kernel mount must equal the source tree; output must be
+byte-identical for every -j and to the serial reference; failures must
+leave no OUTPUT behind."""
+
+import hashlib
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import time
+
+import pytest
+
+from conftest import cat_tool, need, pack, packer
+
+KINDS = ("gzip", "xz", "lz4", "lzo", "zstd")
+SIZES = {"4K": 4096, "128K": 131072, "1M": 1048576}
+
+
+def available():
+    out = subprocess.run([packer(), "--version"], capture_output=True,
+                         text=True).stdout
+    line = [ln for ln in out.splitlines() if ln.startswith("compressors:")]
+    return line[0].split(":", 1)[1].split() if line else []
+
+
+MATRIX = [pytest.param(c, ["-c", c, "-b", str(bs)], {}, id="%s-%s" % (c, n))
+          for c in KINDS for n, bs in SIZES.items()]
+MATRIX += [
+    pytest.param("gzip", ["-c", "gzip", "--no-fragments"],
+                 {}, id="gzip-nofrag"),
+    pytest.param("zstd", ["-c", "zstd", "--always-fragments"],
+                 {}, id="zstd-alwaysfrag"),
+    pytest.param("zstd", ["-c", "zstd", "-b", "4K", "--no-xattrs"],
+                 {"xattrs": False}, id="zstd-noxattrs"),
+    pytest.param("gzip", ["-c", "gzip", "--no-exports"], {},
+                 id="gzip-noexports"),
+    pytest.param("lz4", ["-c", "lz4", "--all-root"], {"root": True},
+                 id="lz4-allroot"),
+    pytest.param("lz4", ["-c", "lz4", "--lz4-hc"], {}, id="lz4-hc"),
+    pytest.param("xz", ["-c", "xz", "--xz-bcj", "x86,arm"], {},
+                 id="xz-bcj"),
+    pytest.param("gzip", ["-c", "gzip", "-l", "1"], {}, id="gzip-level1"),
+    pytest.param("zstd", ["-c", "zstd", "-l", "3", "-b", "64K"], {},
+                 id="zstd-level3-64K"),
+]
+
+XPREFIXES = ("user.", "trusted.", "security.")
+
+
+def xattrs(path):
+    try:
+        names = os.listxattr(path, follow_symlinks=False)
+    except OSError:
+        return ()
+    return tuple(sorted((n, os.getxattr(path, n, follow_symlinks=False))
+                        for n in names if n.startswith(XPREFIXES)))
+
+
+def snapshot(root, want_xattrs=True, all_root=False):
+    """{relpath: attributes}, plus the hardlink partition."""
+    snap, groups = {}, {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in [""] + dirnames + filenames:
+            if name == "" and dirpath != root:
+                continue
+            p = os.path.join(dirpath, name) if name else dirpath
+            rel = os.path.relpath(p, root)
+            st = os.lstat(p)
+            a = {"mode": st.st_mode,
+                 "uid": 0 if all_root else st.st_uid,
+                 "gid": 0 if all_root else st.st_gid,
+                 "mtime": int(st.st_mtime)}
+            if stat.S_ISDIR(st.st_mode):
+                a["nlink"] = 2 + sum(
+                    1 for e in os.scandir(p)
+                    if e.is_dir(follow_symlinks=False))
+            else:
+                a["nlink"] = st.st_nlink
+                a["size"] = st.st_size
+                groups.setdefault((st.st_dev, st.st_ino), []).append(rel)
+            if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+                a["rdev"] = st.st_rdev
+            if stat.S_ISLNK(st.st_mode):
+                a["target"] = os.readlink(p)
+            if stat.S_ISREG(st.st_mode):
+                h = hashlib.sha256()
+                with open(p, "rb") as f:
+                    for chunk in iter(lambda: f.read(1 << 20), b""):
+                        h.update(chunk)
+                a["sha256"] = h.hexdigest()
+            a["xattrs"] = xattrs(p) if want_xattrs else ()
+            snap[rel] = a
+    links = sorted(sorted(g) for g in groups.values())
+    return snap, links
+
+
+def fnv_free_manifest(root):
+    """tests/fixtures/kwalk.py's manifest without the content hash."""
+    out = []
+
+    def one(path, rel):
+        st = os.lstat(path)
+        s = ("%s mode=%o ino=%d uid=%d gid=%d size=%d mtime=%d nlink=%d "
+             "blocks=%d" % (rel, st.st_mode, st.st_ino, st.st_uid,
+                            st.st_gid, st.st_size, int(st.st_mtime),
+                            st.st_nlink, st.st_blocks))
+        if stat.S_ISBLK(st.st_mode) or stat.S_ISCHR(st.st_mode):
+            s += " rdev=%d:%d" % (os.major(st.st_rdev), os.minor(st.st_rdev))
+        if stat.S_ISLNK(st.st_mode):
+            s += " target=" + os.readlink(path)
+        try:
+            names = os.listxattr(path, follow_symlinks=False)
+        except OSError as e:
+            names = []
+            s += " listxattr=errno%d" % e.errno
+        for x in names:
+            v = os.getxattr(path, x, follow_symlinks=False)
+            h = 0xcbf29ce484222325
+            for b in v:
+                h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
+            s += " xattr:%s=%d:%016x" % (x, len(v), h)
+        out.append(s)
+        if stat.S_ISDIR(st.st_mode):
+            for name in sorted(os.listdir(path.encode())):
+                n = name.decode("utf-8", "surrogateescape")
+                one(os.path.join(path, n), rel + "/" + n)
+
+    one(root, "")
+    return out
+
+
+def strip_fnv(lines):
+    return [" ".join(w for w in ln.split(" ") if not w.startswith("fnv="))
+            for ln in lines]
+
+
+@pytest.mark.parametrize("kind,args,expect", MATRIX)
+def test_image(kind, args, expect, tree, base, mount_image):
+    need(kind in available(), kind + " not built in")
+    image = os.path.join(base, "img-%s.sqfs" % "_".join(args).replace(
+        "-", "").replace(",", ""))
+    if os.path.exists(image):
+        os.unlink(image)
+    pack(tree, image, *args)
+    assert os.path.getsize(image) % 4096 == 0
+
+    mp = mount_image(image)
+    want, want_links = snapshot(tree, expect.get("xattrs", True),
+                                expect.get("root", False))
+    got, got_links = snapshot(mp)
+    assert sorted(got) == sorted(want)
+    for rel in want:
+        assert got[rel] == want[rel], rel
+    assert got_links == want_links
+
+    # other readers accept it
+    if shutil.which("unsquashfs") or os.environ.get("CI"):
+        need(shutil.which("unsquashfs"), "unsquashfs missing")
+        r = subprocess.run(["unsquashfs", "-lls", image],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert len(r.stdout.splitlines()) >= len(want)
+    if shutil.which("rdsquashfs") or os.environ.get("CI"):
+        need(shutil.which("rdsquashfs"), "rdsquashfs missing")
+        r = subprocess.run(["rdsquashfs", "-l", "/", image],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        r = subprocess.run(["rdsquashfs", "-q", "-u", "/", "-p",
+                            os.path.join(base, "rd-" + os.path.basename(
+                                image)), image],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        shutil.rmtree(os.path.join(base, "rd-" + os.path.basename(image)),
+                      ignore_errors=True)
+
+    # our reader walks it and agrees with the kernel
+    r = subprocess.run([cat_tool(), "--walk", image], capture_output=True)
+    assert r.returncode == 0, r.stderr
+    ours = strip_fnv(r.stdout.decode("utf-8", "surrogateescape")
+                     .splitlines())
+    assert ours == fnv_free_manifest(mp)
+    os.unlink(image)
+
+
+def sha(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+@pytest.mark.parametrize("args", [["-c", "gzip", "-b", "4K"],
+                                  ["-c", "zstd"]],
+                         ids=["gzip-4K", "zstd-128K"])
+def test_determinism(args, tree, base):
+    digests = {}
+    runs = [["--serial"]] + [["-j", str(j)] for j in (1, 2, 4, 8)
+                             for _ in range(2)]
+    for i, extra in enumerate(runs):
+        out = os.path.join(base, "det%d.sqfs" % i)
+        pack(tree, out, *args, *extra)
+        digests[" ".join(extra) + " #%d" % i] = sha(out)
+        os.unlink(out)
+    assert len(set(digests.values())) == 1, digests
+
+
+def test_times(tree, base, mount_image):
+    out = os.path.join(base, "sde.sqfs")
+    pack(tree, out, env={"SOURCE_DATE_EPOCH": "1500000000"})
+    mp = mount_image(out)
+    for dirpath, dirnames, filenames in os.walk(tree):
+        for n in dirnames + filenames:
+            p = os.path.join(dirpath, n)
+            want = min(int(os.lstat(p).st_mtime), 1500000000)
+            got = int(os.lstat(os.path.join(mp, os.path.relpath(p, tree)))
+                      .st_mtime)
+            assert got == want, p
+    with open(out, "rb") as f:
+        sb = f.read(96)
+    assert int.from_bytes(sb[8:12], "little") == 1500000000
+    out2 = os.path.join(base, "mtime.sqfs")
+    pack(tree, out2, "--mtime", "42")
+    mp2 = mount_image(out2)
+    for dirpath, dirnames, filenames in os.walk(mp2):
+        for n in dirnames + filenames:
+            assert int(os.lstat(os.path.join(dirpath, n)).st_mtime) == 42
+
+
+def test_superblock_fields(tree, base):
+    out = os.path.join(base, "sb.sqfs")
+    pack(tree, out, "-c", "zstd", "-b", "1M")
+    with open(out, "rb") as f:
+        sb = f.read(96)
+    le = lambda a, b: int.from_bytes(sb[a:b], "little")  # noqa: E731
+    assert le(0, 4) == 0x73717368
+    assert le(12, 16) == 1048576 and le(22, 24) == 20
+    assert le(20, 22) == 6
+    assert le(28, 30) == 4 and le(30, 32) == 0
+    assert le(40, 48) <= os.path.getsize(out)
+    os.unlink(out)
+
+
+def listing(d):
+    return sorted(os.listdir(d))
+
+
+def test_output_exists_needs_force(tree, base):
+    out = os.path.join(base, "exists.sqfs")
+    with open(out, "w") as f:
+        f.write("keep me")
+    r = pack(tree, out, check=False)
+    assert r.returncode != 0 and "--force" in r.stderr
+    assert open(out).read() == "keep me"
+    pack(tree, out, "--force")
+    assert os.path.getsize(out) > 4096
+    os.unlink(out)
+
+
+def _unreadable_setup(base, name):
+    need(shutil.which("runuser"), "runuser missing")
+    src = os.path.join(base, name)
+    os.makedirs(os.path.join(src, "sub"))
+    with open(os.path.join(src, "ok"), "w") as f:
+        f.write("fine\n")
+    outdir = os.path.join(base, name + "-out")
+    os.mkdir(outdir)
+    os.chmod(outdir, 0o777)
+    return src, outdir
+
+
+def test_unreadable_file_no_output(base):
+    src, outdir = _unreadable_setup(base, "unreadable")
+    secret = os.path.join(src, "sub", "secret")
+    with open(secret, "w") as f:
+        f.write("secret\n")
+    os.chmod(secret, 0)
+    out = os.path.join(outdir, "img.sqfs")
+    r = pack(src, out, check=False, user="nobody")
+    assert r.returncode != 0
+    assert secret in r.stderr
+    assert listing(outdir) == []
+
+
+def test_unreadable_dir_no_output(base):
+    src, outdir = _unreadable_setup(base, "unreadable-dir")
+    os.chmod(os.path.join(src, "sub"), 0)
+    out = os.path.join(outdir, "img.sqfs")
+    r = pack(src, out, check=False, user="nobody")
+    assert r.returncode != 0
+    assert os.path.join(src, "sub") in r.stderr
+    assert listing(outdir) == []
+
+
+def test_growing_file_no_output(base):
+    src = os.path.join(base, "growing")
+    os.mkdir(src)
+    grow = os.path.join(src, "log")
+    outdir = os.path.join(base, "growing-out")
+    os.mkdir(outdir)
+    writer = subprocess.Popen(
+        ["python3", "-c",
+         "import sys\nf=open(sys.argv[1],'ab',buffering=0)\n"
+         "while True: f.write(b'x'*100)", grow])
+    try:
+        while not os.path.exists(grow) or os.path.getsize(grow) < 10**6:
+            time.sleep(0.01)
+        r = pack(src, os.path.join(outdir, "img.sqfs"), check=False)
+    finally:
+        writer.kill()
+        writer.wait()
+    assert r.returncode != 0
+    assert grow in r.stderr and "changed size" in r.stderr
+    assert listing(outdir) == []
+
+
+def test_sigint_leaves_nothing(base):
+    src = os.path.join(base, "slow")
+    os.mkdir(src)
+    with open(os.path.join(src, "big"), "wb") as f:
+        f.write(os.urandom(96 << 20))
+    outdir = os.path.join(base, "slow-out")
+    os.mkdir(outdir)
+    p = subprocess.Popen([packer(), "-q", "-c", "xz", "-j", "1", src,
+                          os.path.join(outdir, "img.sqfs")])
+    deadline = time.time() + 30
+    while not listing(outdir) and time.time() < deadline:
+        time.sleep(0.02)
+    assert listing(outdir), "no temporary file appeared"
+    assert not os.path.exists(os.path.join(outdir, "img.sqfs"))
+    p.send_signal(signal.SIGINT)
+    assert p.wait(timeout=30) != 0
+    assert listing(outdir) == []
+    shutil.rmtree(src)
+
+
+def test_bad_options(base, tree):
+    for args in (["-b", "3000"], ["-b", "2M"], ["-c", "nope"],
+                 ["-l", "30", "-c", "gzip"], ["--xz-bcj", "x86"],
+                 ["--no-fragments", "--always-fragments"], ["-j", "0"]):
+        r = pack(tree, os.path.join(base, "bad.sqfs"), *args, check=False)
+        assert r.returncode != 0, args
+        assert not os.path.exists(os.path.join(base, "bad.sqfs"))
+
+
+def test_dedup(base):
+    """Whole files, tails and small files that repeat cost (almost) no
+    space; a file equal to another's first block is not confused."""
+    def tree_size(name, files):
+        src = os.path.join(base, name)
+        os.mkdir(src)
+        for n, data in files.items():
+            with open(os.path.join(src, n), "wb") as f:
+                f.write(data)
+        out = os.path.join(base, name + ".sqfs")
+        pack(src, out, "-c", "gzip", "--no-exports")
+        size = os.path.getsize(out)
+        return size, out
+
+    big = os.urandom(1 << 20 | 12345)
+    small = os.urandom(5000)
+    one, _ = tree_size("dd1", {"a": big, "s1": small})
+    two, img = tree_size("dd2", {"a": big, "b": big, "s1": small,
+                                 "s2": small, "c": big[:131072]})
+    # b and s2 add inodes and names only; c (a's first block as a file of
+    # its own) is not a whole-file match, so it may cost one block
+    assert two - one <= 131072 + 8192, (one, two)
+    three, _ = tree_size("dd3", {"a": big, "b": big, "s1": small,
+                                 "s2": small})
+    assert three - one <= 4096, (one, three)
+
+
+def test_huge_sparse_file(base, mount_image):
+    """> 4 GiB file (extended inode, 64-bit size, sparse blocks)."""
+    src = os.path.join(base, "huge")
+    os.mkdir(src)
+    p = os.path.join(src, "huge")
+    size = 5 * (1 << 30) + 12345
+    regions = ((0, 5000), (2 * (1 << 30) + 5, 70000),
+               (4 * (1 << 30) - 3000, 6000), (size - 10000, 10000))
+    with open(p, "wb") as f:
+        f.truncate(size)
+        for i, (off, n) in enumerate(regions):
+            f.seek(off)
+            f.write(os.urandom(n))
+    out = os.path.join(base, "huge.sqfs")
+    pack(src, out, "-c", "zstd", "-b", "1M")
+    assert os.path.getsize(out) < 1 << 20
+    mp = mount_image(out)
+    q = os.path.join(mp, "huge")
+    assert os.path.getsize(q) == size
+    with open(p, "rb") as a, open(q, "rb") as b:
+        for off, n in regions + ((1 << 31, 4096), (size - 20000, 20000)):
+            a.seek(off - 100 if off >= 100 else off)
+            b.seek(off - 100 if off >= 100 else off)
+            assert a.read(n + 200) == b.read(n + 200), off
+    r = subprocess.run([cat_tool(), "--walk", out], capture_output=True)
+    assert r.returncode == 0, r.stderr
+    os.unlink(p)
+
+
+def _metadata(d, start, end):
+    import zlib
+    out, offs, p = b"", {}, start
+    while p < end:
+        h = int.from_bytes(d[p:p + 2], "little")
+        n = h & 0x7fff
+        blk = d[p + 2:p + 2 + n]
+        offs[p - start] = len(out)
+        out += blk if h & 0x8000 else zlib.decompress(blk)
+        p += 2 + n
+    return out, offs
+
+
+def test_root_inode(tree, base):
+    """Root: the highest inode number; its parent is inode_count + 1."""
+    out = os.path.join(base, "root.sqfs")
+    pack(tree, out, "-c", "gzip")
+    d = open(out, "rb").read()
+    le = lambda a, b: int.from_bytes(d[a:b], "little")  # noqa: E731
+    count, root_ref = le(4, 8), le(32, 40)
+    itab, dtab = le(64, 72), le(72, 80)
+    table, offs = _metadata(d, itab, dtab)
+    o = offs[root_ref >> 16] + (root_ref & 0xffff)
+    itype = int.from_bytes(table[o:o + 2], "little")
+    number = int.from_bytes(table[o + 12:o + 16], "little")
+    assert number == count
+    assert itype in (1, 8)
+    parent_at = o + 28  # same place in basic and extended directories
+    assert int.from_bytes(table[parent_at:parent_at + 4], "little") == \
+        count + 1
+    os.unlink(out)
+
+
+def test_help_matches_man_page():
+    import re
+    here = os.path.dirname(os.path.abspath(__file__))
+    man = open(os.path.join(here, "..", "..", "docs", "man",
+                            "sqfs-lazy-pack.1.md")).read()
+    out = subprocess.run([packer(), "--help"], capture_output=True,
+                         text=True).stdout
+    opts = lambda t: set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]+", t))  # noqa: E731,E501
+    assert opts(out) - {"--help"} <= opts(man)
+    assert opts(man) <= opts(out) | {"--help", "--version"}
+
+
+def test_output_inside_source_is_left_out(base):
+    src = os.path.join(base, "selfsrc")
+    os.mkdir(src)
+    with open(os.path.join(src, "f"), "w") as f:
+        f.write("f\n")
+    out = os.path.join(src, "img.sqfs")
+    pack(src, out)
+    pack(src, out, "--force")
+    r = subprocess.run([cat_tool(), "--walk", out], capture_output=True)
+    assert r.returncode == 0
+    assert b"img.sqfs" not in r.stdout
+
+
+def test_enospc_leaves_nothing(base):
+    """A full disk while writing: error, no OUTPUT, no temporary file."""
+    need(os.geteuid() == 0, "mounting a small tmpfs needs root")
+    src = os.path.join(base, "enospc-src")
+    os.mkdir(src)
+    with open(os.path.join(src, "big"), "wb") as f:
+        f.write(os.urandom(4 << 20))
+    small = os.path.join(base, "enospc-fs")
+    os.mkdir(small)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs",
+                        small], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    try:
+        r = pack(src, os.path.join(small, "img.sqfs"), "-c", "lz4",
+                 check=False)
+        assert r.returncode != 0
+        assert "No space left" in r.stderr, r.stderr
+        assert listing(small) == []
+    finally:
+        subprocess.run(["umount", small], check=False)

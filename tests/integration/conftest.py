@@ -5,6 +5,9 @@ Environment:
   LSQ_SOURCE_DIR  source root (optional)
   LSQ_MOUNT_CMD   override the FUSE mount command (e.g. "squashfuse_ll -f")
                   to exercise the harness against another implementation
+  LSQ_VIA_HTTP    when 1, nginx on 127.0.0.1 serves the images and every
+                  FUSE mount uses http://127.0.0.1:PORT/<image> (kernel
+                  mounts stay on the files)
   CI              when set, missing prerequisites fail instead of skipping
 """
 
@@ -17,9 +20,15 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+import httpserve  # noqa: E402
 import images  # noqa: E402
 import treebuilder  # noqa: E402
 import util  # noqa: E402
+
+
+# The checks of the HTTP mode itself exist only in that mode (no skips
+# in file mode).
+collect_ignore = [] if httpserve.enabled() else ["test_http_mode.py"]
 
 
 # --------------------------------------------------------------------------
@@ -56,6 +65,9 @@ def pytest_report_header(config):
     return ["sqfs-lazy: FUSE mount command: %s" %
             (" ".join(ov) if ov else util.daemon_path() or "(LSQ_BUILD_DIR "
              "unset)"),
+            "sqfs-lazy: images mounted %s" % (
+                "over HTTP from nginx on 127.0.0.1 (LSQ_VIA_HTTP=1)"
+                if httpserve.enabled() else "from local files"),
             "sqfs-lazy: CI=%s (missing prerequisites %s)" % (
                 os.environ.get("CI", ""),
                 "fail" if os.environ.get("CI") else "skip")]
@@ -83,12 +95,74 @@ def tree(workdir):
     return treebuilder.build_tree(root, with_huge=True)
 
 
+def image_dir(workdir):
+    """Where the image cache writes its images (nginx's root in HTTP
+    mode)."""
+    d = workdir / "images"
+    d.mkdir(exist_ok=True)
+    return d
+
+
+@pytest.fixture(scope="session", autouse=True)
+def http_server(workdir):
+    """LSQ_VIA_HTTP=1: one nginx for the session, serving image_dir();
+    util.image_source() then turns image paths into its URLs.  Stopped
+    (and util.HTTP reset) at the end of the session."""
+    if not httpserve.enabled():
+        yield None
+        return
+    util.require(not util.using_override(),
+                 "LSQ_VIA_HTTP needs sqfs-lazy-mount, not LSQ_MOUNT_CMD")
+    util.require_daemon()
+    v = util.run([util.daemon_path(), "--version"], timeout=20)
+    util.require(b"http: libcurl" in v.stdout,
+                 "sqfs-lazy-mount built without HTTP support (libcurl)")
+    util.require(httpserve.nginx_binary() is not None, "nginx not installed")
+    server = httpserve.Nginx(workdir / "nginx", image_dir(workdir))
+    try:
+        server.start()
+    except RuntimeError as e:
+        util.require(False, str(e))
+    _SESSION["http"] = server
+    util.HTTP = server
+    try:
+        yield server
+    finally:
+        util.HTTP = None
+        server.stop()
+
+
+_SESSION = {}
+
+
+def pytest_terminal_summary(terminalreporter):
+    server = _SESSION.get("http")
+    if server is None:
+        return
+    per = server.summary()
+    tr = terminalreporter
+    tr.section("sqfs-lazy: served by nginx (access log %s)" % server.access)
+    total_req = total_bytes = 0
+    for name in per:    # in order of first request
+        req, sent, statuses = per[name]
+        total_req += req
+        total_bytes += sent
+        size = ""
+        p = os.path.join(server.root, name)
+        if os.path.exists(p):
+            size = " of a %d-byte image" % os.path.getsize(p)
+        tr.write_line("%-40s %6d requests %12d bytes sent%s; status %s" % (
+            name, req, sent, size, " ".join(
+                "%d x%d" % kv for kv in sorted(statuses.items()))))
+    tr.write_line("total: %d requests, %d bytes sent" % (total_req,
+                                                          total_bytes))
+
+
 class ImageCache:
     """Packs images on first use; safe to call from several tests."""
 
     def __init__(self, workdir, tree):
-        self.dir = workdir / "images"
-        self.dir.mkdir(exist_ok=True)
+        self.dir = image_dir(workdir)
         self.tree = tree
         self.built = {}
         self.lock = threading.Lock()

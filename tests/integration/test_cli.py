@@ -4,6 +4,10 @@
 
 Without -f it daemonizes and returns 0 only once the mount is usable; a bad
 image exits 1 with one error line on stderr and mounts nothing.
+
+With LSQ_VIA_HTTP=1 every IMAGE given to the daemon is the image's URL on
+the session's nginx (util.image_source): the same checks then cover the
+HTTP source, -o offset over HTTP and bad images served by nginx.
 """
 
 import os
@@ -113,7 +117,7 @@ def test_help_version(opt):
 
 def test_daemon_mode_usable_on_return(small_image, mnt):
     for _ in range(3):
-        r = daemon(small_image, mnt)
+        r = daemon(util.image_source(small_image), mnt)
         assert r.returncode == 0, r.stderr.decode(errors="replace")
         # No waiting: the mount must be usable the moment the command returns.
         assert util.is_mounted(mnt)
@@ -125,7 +129,7 @@ def test_daemon_mode_usable_on_return(small_image, mnt):
 
 
 def test_sigterm_daemon(small_image, mnt):
-    r = daemon(small_image, mnt)
+    r = daemon(util.image_source(small_image), mnt)
     assert r.returncode == 0, r.stderr.decode(errors="replace")
     check_contents(mnt)
     pid = find_daemon(mnt)
@@ -135,7 +139,8 @@ def test_sigterm_daemon(small_image, mnt):
 
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "fusermount3"])
 def test_foreground_unmount(small_image, mnt, how, tmp_path):
-    cmd = util.daemon_base_cmd() + ["-f", small_image, mnt]
+    cmd = util.daemon_base_cmd() + ["-f", util.image_source(small_image),
+                                    mnt]
     log = open(tmp_path / "stderr", "wb")
     p = subprocess.Popen(cmd, stdout=log, stderr=log,
                          stdin=subprocess.DEVNULL)
@@ -168,7 +173,7 @@ def test_offset(small_image, mnt, tmp_path, module_mounter):
         out.write(os.urandom(n))
         shutil.copyfileobj(src, out)
         out.write(b"trailing junk" * 100)
-    r = daemon("-o", "offset=%d" % n, str(emb), mnt)
+    r = daemon("-o", "offset=%d" % n, util.image_source(emb), mnt)
     assert r.returncode == 0, r.stderr.decode(errors="replace")
     try:
         check_contents(mnt)
@@ -181,7 +186,7 @@ def test_offset(small_image, mnt, tmp_path, module_mounter):
         subprocess.run(["fusermount3", "-u", mnt])
         wait_gone(mnt, pid)
     # The wrong offset is a bad image.
-    r = daemon("-o", "offset=%d" % (n - 1), str(emb), mnt)
+    r = daemon("-o", "offset=%d" % (n - 1), util.image_source(emb), mnt)
     assert r.returncode != 0
     assert not util.is_mounted(mnt)
 
@@ -245,7 +250,8 @@ def test_bad_image_rejected(small_image, mnt, tmp_path, case, fg):
         data = f.read()
     bad = tmp_path / (case + ".sqfs")
     bad.write_bytes(build(data))
-    cmd = util.daemon_base_cmd() + (["-f"] if fg else []) + [str(bad), mnt]
+    src = util.image_source(bad)
+    cmd = util.daemon_base_cmd() + (["-f"] if fg else []) + [src, mnt]
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          stdin=subprocess.DEVNULL)
@@ -265,12 +271,15 @@ def test_bad_image_rejected(small_image, mnt, tmp_path, case, fg):
     took = time.monotonic() - t0
     err = err.decode(errors="replace")
     lines = [ln for ln in err.splitlines() if ln.strip()]
+    # The line names the image; its file name is the case's name, so match
+    # the pattern against the rest of the line only.
+    what = lines[0].replace(src, "IMAGE") if lines else ""
     try:
         assert not mounted, "the bad image was mounted (stderr %r)" % err
         assert p.returncode == 1, "exit status %d (want 1), stderr %r" % (
             p.returncode, err)
         assert len(lines) == 1, "want exactly one error line, got %r" % err
-        assert re.search(pattern + "|" + ANY, lines[0], re.I), \
+        assert re.search(pattern + "|" + ANY, what, re.I), \
             "error line does not name the problem (/%s/): %r" % (pattern,
                                                                  lines[0])
         assert took < 20
@@ -283,12 +292,15 @@ def test_bad_image_rejected(small_image, mnt, tmp_path, case, fg):
 
 
 def test_nonexistent_image(mnt, tmp_path):
-    r = daemon(str(tmp_path / "no_such.sqfs"), mnt, timeout=30)
+    """A missing file; over HTTP a URL that nginx answers with 404."""
+    r = daemon(util.image_source(tmp_path / "no_such.sqfs"), mnt, timeout=30)
     err = r.stderr.decode(errors="replace")
     assert r.returncode != 0
     assert err.strip(), "no error message"
     assert "no_such.sqfs" in err or re.search("no such file|not found|"
                                               "cannot open", err, re.I), err
+    if util.via_http():
+        assert re.search(r"\b404\b", err), err
     assert not util.is_mounted(mnt)
     assert not util.pids_with_arg(mnt)
 
@@ -296,7 +308,7 @@ def test_nonexistent_image(mnt, tmp_path):
 def test_nonexistent_mountpoint(small_image, tmp_path):
     util.require_daemon()
     missing = str(tmp_path / "no_such_dir")
-    r = daemon(small_image, missing, timeout=30)
+    r = daemon(util.image_source(small_image), missing, timeout=30)
     assert r.returncode != 0
     assert r.stderr.strip()
     assert not util.is_mounted(missing)

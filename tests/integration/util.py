@@ -107,6 +107,24 @@ def require_daemon():
     require(os.access(p, os.X_OK), "daemon not built: %s" % p)
 
 
+# HTTP mode (LSQ_VIA_HTTP=1): the session's nginx (httpserve.Nginx), set by
+# the conftest fixture `http_server`; None in file mode.
+HTTP = None
+
+
+def via_http():
+    return HTTP is not None
+
+
+def image_source(path):
+    """What the FUSE side mounts for a local image: the path itself, or in
+    HTTP mode its URL on the session's nginx.  Kernel mounts never use
+    this: they stay on the file."""
+    if HTTP is None:
+        return str(path)
+    return HTTP.url(path)
+
+
 def daemon_base_cmd():
     """Command prefix for the daemon, without -f (daemon mode)."""
     ov = mount_cmd_override()
@@ -245,7 +263,7 @@ class FuseMount:
         os.makedirs(self.mnt, exist_ok=True)
         base = fuse_mount_cmd()
         cmd = base + [a for o in self.opts for a in ("-o", o)] + \
-            [self.image, self.mnt]
+            [image_source(self.image), self.mnt]
         self.cmd = cmd
         LOG_STACK.append(self)
         logf = open(self.log_path, "ab")

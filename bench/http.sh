@@ -1,0 +1,482 @@
+#!/usr/bin/env bash
+# sqfs-lazy HTTP benchmark: the bench image served by nginx on 127.0.0.1 and
+# used remotely in four ways, in one run. See bench/README.md ("HTTP").
+#
+# usage: bench/http.sh [options]
+#   --quick              quick image, 3 s random runs, 10 s sequential cap
+#   --readers LIST       comma list of download,httpdirfs,lazy-http,lazy-local
+#                        (default: all; httpdirfs is skipped with a warning
+#                        when httpdirfs or squashfuse_ll is missing and
+#                        --readers was not given)
+#   --build DIR          meson build dir holding sqfs-lazy-mount
+#                        (default $SQFS_BENCH_BUILD or <repo>/build)
+#   --work DIR           image, downloads, mount points, nginx
+#                        (default $SQFS_BENCH_WORK or /tmp/sqfs-lazy-bench)
+#   --results DIR        parent of the per-run result directory
+#                        (default $SQFS_BENCH_RESULTS or <work>/results)
+#   --comp NAME          mksquashfs compressor of the image (default zstd)
+#   --runtime SEC        seconds per random-read fio run (default 10, quick 3)
+#   --seq-cap SEC        longest sequential pass (default 30, quick 10)
+#   -h, --help           this text
+# Extra mount arguments: SQFS_LAZY_ARGS, SQUASHFUSE_LL_ARGS, HTTPDIRFS_ARGS
+# (default --no-range-check: httpdirfs 1.2.5 misreads nginx's 206 answer).
+# Needs root: drops the page cache and loop-mounts the image.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/.." && pwd)
+cmdline="$0${*:+ $*}"
+
+quick=0
+readers=
+build=${SQFS_BENCH_BUILD:-$repo/build}
+work=${SQFS_BENCH_WORK:-/tmp/sqfs-lazy-bench}
+results=${SQFS_BENCH_RESULTS:-}
+comp=zstd
+runtime=
+seqcap=
+
+die() { echo "http.sh: $*" >&2; exit 1; }
+log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	--quick) quick=1 ;;
+	--readers) readers=${2:?}; shift ;;
+	--build) build=${2:?}; shift ;;
+	--work) work=${2:?}; shift ;;
+	--results) results=${2:?}; shift ;;
+	--comp) comp=${2:?}; shift ;;
+	--runtime) runtime=${2:?}; shift ;;
+	--seq-cap) seqcap=${2:?}; shift ;;
+	-h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) die "unknown option $1 (try --help)" ;;
+	esac
+	shift
+done
+
+results=${results:-$work/results}
+if [ "$quick" = 1 ]; then
+	runtime=${runtime:-3} seqcap=${seqcap:-10}
+else
+	runtime=${runtime:-10} seqcap=${seqcap:-30}
+fi
+case $runtime$seqcap in *[!0-9]*) die "--runtime and --seq-cap take whole seconds" ;; esac
+[ "$(id -u)" = 0 ] || die "needs root (drop_caches, loop mount)"
+[ -w /proc/sys/vm/drop_caches ] || die "/proc/sys/vm/drop_caches is not writable"
+for t in fio mksquashfs python3 curl mountpoint timeout fusermount3; do
+	command -v "$t" >/dev/null || die "missing tool: $t"
+done
+nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
+[ -x "$nginx_bin" ] || die "missing tool: nginx"
+lazy_bin=$build/sqfs-lazy-mount
+cat_bin=$build/sqfs-lazy-cat
+[ -x "$lazy_bin" ] || die "no executable $lazy_bin (use --build)"
+[ -x "$cat_bin" ] || die "no executable $cat_bin (build the sqfs-lazy-cat target)"
+"$lazy_bin" --version 2>&1 | grep -q '^http: libcurl' ||
+	die "$lazy_bin was built without HTTP support (libcurl)"
+
+if [ -z "$readers" ]; then
+	readers=download
+	if command -v httpdirfs >/dev/null && command -v squashfuse_ll >/dev/null; then
+		readers=$readers,httpdirfs
+	else
+		log "warning: httpdirfs or squashfuse_ll missing, skipping the httpdirfs reader"
+	fi
+	readers=$readers,lazy-http,lazy-local
+fi
+IFS=, read -r -a reader_list <<<"$readers"
+for r in "${reader_list[@]}"; do
+	case $r in
+	download) grep -qw squashfs /proc/filesystems || die "kernel has no squashfs" ;;
+	httpdirfs) command -v httpdirfs >/dev/null || die "missing httpdirfs"
+		command -v squashfuse_ll >/dev/null || die "missing squashfuse_ll" ;;
+	lazy-http|lazy-local) ;;
+	*) die "unknown reader $r" ;;
+	esac
+done
+
+mkdir -p "$work" "$results"
+exec 9>"$work/.run.lock"
+flock -n 9 || die "another benchmark (run.sh or http.sh) is using $work"
+mk_args=(--work "$work" --comp "$comp")
+[ "$quick" = 1 ] && mk_args+=(--quick)
+img=$("$here/mkdata.sh" "${mk_args[@]}" | tail -1)
+[ -f "$img" ] || die "no image"
+stamp=${img%.sqfs}.stamp
+
+run_id=$(date -u +%Y%m%dT%H%M%SZ)-http
+[ "$quick" = 1 ] && run_id=$run_id-quick
+out=$results/$run_id
+mkdir -p "$out/raw"
+meas=$out/measurements.tsv
+printf 'reader\tworkload\tstatus\tseconds\tiops\tmib_s\tio_bytes\thttp_requests\thttp_bytes\tclat_mean_us\tclat_p99_us\tiops_first_s\traw\tload1\n' >"$meas"
+
+# ------------------------------------------------------------ cleanup
+
+hdir=$work/http                 # nginx config, logs, served directory
+mnt_root=$work/mnt-http
+dl=$work/download/image.sqfs    # the whole-image download
+mkdir -p "$hdir/www" "$hdir/tmp" "$mnt_root" "$(dirname "$dl")"
+nginx_pid=
+mounted=()                      # mount points, in mount order
+
+drop_caches() {
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+}
+
+# Mounted, even when its FUSE daemon died ("mountpoint -q" fails on a dead
+# FUSE mount: "Transport endpoint is not connected").
+is_mounted() {
+	findmnt -rn --mountpoint "$1" >/dev/null 2>&1
+}
+
+# Pids whose argv holds $1 exactly (the FUSE daemons of one mount point,
+# which only this script creates).
+pids_with_arg() {
+	local p
+	for p in /proc/[0-9]*; do
+		[ "${p#/proc/}" = "$$" ] && continue
+		{ tr '\0' '\n' <"$p/cmdline"; } 2>/dev/null | grep -qxF -- "$1" && echo "${p#/proc/}"
+	done
+	return 0
+}
+
+unmount_one() {
+	local dir=$1 fstype i pid n
+	for i in 1 2 3 4 5; do
+		is_mounted "$dir" || break
+		fstype=$(findmnt -n -o FSTYPE --mountpoint "$dir" 2>/dev/null || true)
+		case $fstype in
+		fuse*) fusermount3 -u "$dir" 2>/dev/null || true ;;
+		*) umount "$dir" 2>/dev/null || true ;;
+		esac
+		is_mounted "$dir" || break
+		sleep 0.5
+	done
+	if is_mounted "$dir"; then
+		log "warning: lazy unmount of $dir"
+		fusermount3 -uz "$dir" 2>/dev/null || umount -l "$dir" 2>/dev/null || true
+	fi
+	# The daemon of this mount point exits after the unmount; wait for it.
+	for pid in $(pids_with_arg "$dir"); do
+		n=0
+		while kill -0 "$pid" 2>/dev/null; do
+			n=$((n + 1))
+			if [ "$n" -gt 100 ]; then
+				log "daemon $pid of $dir still running, sending TERM"
+				kill -TERM "$pid" 2>/dev/null || true
+				sleep 1
+				kill -KILL "$pid" 2>/dev/null || true
+				break
+			fi
+			sleep 0.1
+		done
+	done
+}
+
+unmount_all() {  # in reverse order: squashfuse_ll before httpdirfs below it
+	local i
+	for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
+		unmount_one "${mounted[$i]}"
+	done
+	mounted=()
+}
+
+stop_nginx() {
+	[ -n "$nginx_pid" ] || return 0
+	kill -QUIT "$nginx_pid" 2>/dev/null || true
+	local n=0
+	while kill -0 "$nginx_pid" 2>/dev/null && [ "$n" -lt 100 ]; do
+		sleep 0.1; n=$((n + 1))
+	done
+	kill -KILL "$nginx_pid" 2>/dev/null || true
+	wait "$nginx_pid" 2>/dev/null || true
+	nginx_pid=
+}
+
+cleanup() {
+	local rc=$? d
+	trap - EXIT INT TERM
+	unmount_all
+	for d in "$mnt_root"/*; do
+		is_mounted "$d" && unmount_one "$d"
+	done
+	stop_nginx
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'log interrupted; exit 130' INT
+trap 'log terminated; exit 143' TERM
+
+# ------------------------------------------------------------ nginx
+
+start_nginx() {
+	local port conf try n
+	ln -sfn "$img" "$hdir/www/image.sqfs"
+	for try in 1 2 3 4 5; do
+		port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+		conf=$hdir/nginx.conf
+		cat >"$conf" <<EOF
+daemon off;
+master_process off;
+worker_processes 1;
+pid $hdir/nginx.pid;
+error_log $hdir/error.log;
+events { worker_connections 1024; }
+http {
+  log_format ranges '\$msec \$request_method \$status \$bytes_sent "\$http_range" "\$request_uri" \$connection "\$http_user_agent"';
+  access_log $hdir/access.log ranges;
+  default_type application/octet-stream;
+  sendfile on;
+  keepalive_requests 1000000;
+  client_body_temp_path $hdir/tmp; proxy_temp_path $hdir/tmp;
+  fastcgi_temp_path $hdir/tmp; uwsgi_temp_path $hdir/tmp; scgi_temp_path $hdir/tmp;
+  server { listen 127.0.0.1:$port; root $hdir/www; }
+}
+EOF
+		: >"$hdir/access.log"
+		"$nginx_bin" -c "$conf" -p "$hdir/" 9>&- </dev/null >/dev/null 2>>"$hdir/error.log" &
+		nginx_pid=$!
+		n=0
+		while [ "$n" -lt 100 ]; do
+			if ! kill -0 "$nginx_pid" 2>/dev/null; then break; fi
+			if curl -s -o /dev/null -r 0-0 "http://127.0.0.1:$port/image.sqfs"; then
+				url=http://127.0.0.1:$port/image.sqfs
+				port_used=$port
+				return 0
+			fi
+			sleep 0.1; n=$((n + 1))
+		done
+		stop_nginx
+		log "nginx did not start on port $port (try $try); tail of $hdir/error.log:"
+		tail -3 "$hdir/error.log" >&2 || true
+	done
+	die "could not start nginx"
+}
+
+log_mark() { wc -l <"$hdir/access.log"; }
+# "requests bytes" of the access log lines after line $1.
+log_since() {
+	sleep 0.2   # nginx logs a request when it ends; let the last one land
+	awk -v m="$1" 'NR > m { n++; b += $4 } END { printf "%d %d\n", n, b }' "$hdir/access.log"
+}
+
+# ------------------------------------------------------------ mounts
+
+# Mount for reader $1 on $mnt_root/$1. Every command returns once its mount
+# is usable (daemon mode), so the time of this function is what a user
+# waits for. `download` fetches the image first when $2 is "fetch" (else it
+# reuses the copy of the small-file row).
+do_mount() {
+	local r=$1 fetch=${2:-} dir=$mnt_root/$1 dlog=$out/raw/$1.daemon.log
+	mkdir -p "$dir"
+	is_mounted "$dir" && unmount_one "$dir"
+	case $r in
+	download)
+		if [ "$fetch" = fetch ] || [ ! -s "$dl" ]; then
+			rm -f "$dl"
+			curl -sS -f -o "$dl" "$url" 2>>"$dlog" || return 1
+		fi
+		mount -t squashfs -o loop,ro "$dl" "$dir" 2>>"$dlog" || return 1
+		mounted+=("$dir") ;;
+	httpdirfs)
+		local hd=$mnt_root/httpdirfs-raw
+		mkdir -p "$hd"
+		is_mounted "$hd" && unmount_one "$hd"
+		# shellcheck disable=SC2086 # word splitting intended
+		httpdirfs ${HTTPDIRFS_ARGS---no-range-check} --single-file-mode "$url" "$hd" \
+			9>&- </dev/null >>"$dlog" 2>&1 || return 1
+		mounted+=("$hd")
+		# shellcheck disable=SC2086
+		squashfuse_ll ${SQUASHFUSE_LL_ARGS:-} "$hd/image.sqfs" "$dir" \
+			9>&- </dev/null >>"$dlog" 2>&1 || return 1
+		mounted+=("$dir") ;;
+	lazy-http)
+		# shellcheck disable=SC2086
+		"$lazy_bin" ${SQFS_LAZY_ARGS:-} "$url" "$dir" 9>&- </dev/null >>"$dlog" 2>&1 || return 1
+		mounted+=("$dir") ;;
+	lazy-local)
+		# shellcheck disable=SC2086
+		"$lazy_bin" ${SQFS_LAZY_ARGS:-} "$img" "$dir" 9>&- </dev/null >>"$dlog" 2>&1 || return 1
+		mounted+=("$dir") ;;
+	esac
+	mountpoint -q "$dir"
+}
+
+# ------------------------------------------------------------ rows
+
+record() {
+	local IFS=$'\t'
+	echo "$*"$'\t'"$(cut -d' ' -f1 /proc/loadavg)" >>"$meas"
+}
+
+# Time from nothing (caches dropped, nothing mounted, no download) until
+# one small file has been read, and what crossed the network for it.
+small_row() {
+	local r=$1 mark t0 t1 secs reqbytes got=$out/raw/$1.small.out
+	unmount_all
+	[ "$r" = download ] && rm -f "$dl"
+	drop_caches
+	mark=$(log_mark)
+	t0=$(date +%s%N)
+	if ! do_mount "$r" fetch || ! cat "$mnt_root/$r$small_path" >"$got"; then
+		log "$r small: failed (see $out/raw/$r.daemon.log)"
+		record "$r" small FAIL "" "" "" "" "" "" "" "" "" ""
+		unmount_all
+		return 1
+	fi
+	t1=$(date +%s%N)
+	reqbytes=$(log_since "$mark")
+	secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.4f", (b-a)/1e9}')
+	if ! cmp -s "$got" "$out/raw/small.expected"; then
+		log "$r small: WRONG CONTENT"
+		record "$r" small FAIL "$secs" "" "" "" ${reqbytes} "" "" "" "raw/$r.small.out"
+	else
+		# shellcheck disable=SC2086
+		record "$r" small ok "$secs" "" "" "$small_size" $reqbytes "" "" "" ""
+		log "$(printf '%-10s %-6s' "$r" small) $(printf '%8.3f s' "$secs"), $(echo "$reqbytes" | awk '{printf "%d requests, %d bytes", $1, $2}')"
+	fi
+	if [ "$r" = lazy-http ]; then
+		timeout 10 "$lazy_bin" --stats "$mnt_root/$r" >"$out/raw/$r.small.stats.txt" 2>&1 || true
+	fi
+	unmount_all
+}
+
+fio_row() {  # reader workload jobfile numjobs [extra fio args]
+	local r=$1 w=$2 job=$3 nj=$4 raw mark reqbytes vals
+	shift 4
+	raw=$out/raw/$r.$w.json
+	unmount_all
+	drop_caches
+	if ! do_mount "$r"; then
+		log "$r $w: mount failed (see $out/raw/$r.daemon.log)"
+		record "$r" "$w" FAIL "" "" "" "" "" "" "" "" "" ""
+		unmount_all
+		return 1
+	fi
+	drop_caches
+	mark=$(log_mark)
+	if ! FIO_FILE=$mnt_root/$r/big.bin FIO_NUMJOBS=$nj FIO_RUNTIME=$runtime \
+		FIO_LOG=${raw%.json} timeout --foreground $((seqcap + runtime + 300)) \
+		fio --readonly "$@" --output-format=json --output="$raw" \
+		"$here/fio/$job" >/dev/null 2>"$raw.err"; then
+		log "$r $w: fio failed: $(head -3 "$raw.err" | tr '\n' ' ')"
+		record "$r" "$w" FAIL "" "" "" "" "" "" "" "" "" "raw/${raw##*/}"
+		unmount_all
+		return 1
+	fi
+	reqbytes=$(log_since "$mark")
+	# vals: iops mib_s seconds bytes clat_mean_us clat_p99_us iops_first_s
+	vals=$(python3 "$here/compare.py" fio-summary "$raw" "${raw%.json}") || {
+		record "$r" "$w" FAIL "" "" "" "" "" "" "" "" "" "raw/${raw##*/}"
+		unmount_all
+		return 1
+	}
+	# shellcheck disable=SC2086
+	set -- $vals
+	# shellcheck disable=SC2086
+	record "$r" "$w" ok "$3" "$1" "$2" "$4" $reqbytes "$5" "$6" "$7" "raw/${raw##*/}"
+	log "$(printf '%-10s %-6s' "$r" "$w") $(printf '%9.0f IOPS %8.1f MiB/s %6.2f s' "$1" "$2" "$3"), $(echo "$reqbytes" | awk '{printf "%d requests, %d bytes", $1, $2}')"
+	if [ "$r" = lazy-http ]; then
+		timeout 10 "$lazy_bin" --stats "$mnt_root/$r" >"$out/raw/$r.$w.stats.txt" 2>&1 || true
+	fi
+	unmount_all
+}
+
+# ------------------------------------------------------------ metadata
+
+# The small file: the first regular file of tree/d00 between 100 and 4096
+# bytes in listing order (a fixed choice for a given image).
+log "looking for a small file in the image"
+small_path= small_size=
+while read -r name; do
+	case $name in f*) ;; *) continue ;; esac   # files are fNNNNN.ext
+	n=$("$cat_bin" "$img" "/tree/d00/$name" 2>/dev/null | wc -c) || continue
+	if [ "$n" -ge 100 ] && [ "$n" -le 4096 ]; then
+		small_path=/tree/d00/$name small_size=$n
+		break
+	fi
+done < <("$cat_bin" "$img" /tree/d00)
+[ -n "$small_path" ] || die "no small file found in $img"
+"$cat_bin" "$img" "$small_path" >"$out/raw/small.expected" || die "sqfs-lazy-cat $small_path failed"
+sb=$(python3 - "$img" <<'EOF'
+import struct, sys
+with open(sys.argv[1], "rb") as f:
+    d = f.read(96)
+v = struct.unpack("<IIIIIHHHHHHQQQQQQQQ", d)
+block_size, bytes_used, inode_table = v[3], v[12], v[15]
+print(block_size, bytes_used, inode_table, bytes_used - inode_table)
+EOF
+)
+read -r block_size bytes_used inode_table_start meta_bytes <<<"$sb"
+
+start_nginx
+log "nginx $("$nginx_bin" -v 2>&1 | sed 's/.*: //') on 127.0.0.1:$port_used serves $img as $url"
+
+{
+	printf 'command\t%s\n' "$cmdline"
+	printf 'date\t%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+	printf 'uname_r\t%s\n' "$(uname -r)"
+	printf 'nproc\t%s\n' "$(nproc)"
+	printf 'cpu_model\t%s\n' "$(awk -F': ' '/^model name/{print $2; exit}' /proc/cpuinfo)"
+	printf 'mem_total_kib\t%s\n' "$(awk '/^MemTotal/{print $2}' /proc/meminfo)"
+	printf 'git_commit\t%s\n' "$(git -C "$repo" rev-parse -q --verify HEAD 2>/dev/null || echo none)"
+	printf 'git_dirty_files\t%s\n' "$(git -C "$repo" status --porcelain 2>/dev/null | wc -l)"
+	printf 'loadavg_start\t%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
+	printf 'readers\t%s\n' "$readers"
+	printf 'quick\t%s\n' "$quick"
+	printf 'fio_runtime_s\t%s\n' "$runtime"
+	printf 'seq_cap_s\t%s\n' "$seqcap"
+	printf 'fio_version\t%s\n' "$(fio --version)"
+	printf 'nginx_version\t%s\n' "$("$nginx_bin" -v 2>&1 | sed 's/.*: //')"
+	printf 'curl_version\t%s\n' "$(curl --version | head -1)"
+	printf 'url\t%s\n' "$url"
+	if command -v httpdirfs >/dev/null; then
+		printf 'httpdirfs_version\t%s\n' "$(httpdirfs --version 2>&1 | head -1)"
+	fi
+	if command -v squashfuse_ll >/dev/null; then
+		printf 'squashfuse_version\t%s\n' "$(squashfuse_ll --version 2>&1 | head -1 || true)"
+	fi
+	printf 'sqfs_lazy_version\t%s\n' "$(timeout 5 "$lazy_bin" --version 2>&1 | head -1 || true)"
+	printf 'sqfs_lazy_args\t%s\n' "${SQFS_LAZY_ARGS:-}"
+	printf 'squashfuse_ll_args\t%s\n' "${SQUASHFUSE_LL_ARGS:-}"
+	printf 'httpdirfs_args\t%s\n' "${HTTPDIRFS_ARGS---no-range-check}"
+	printf 'small_path\t%s\n' "$small_path"
+	printf 'small_size\t%s\n' "$small_size"
+	printf 'block_size\t%s\n' "$block_size"
+	printf 'bytes_used\t%s\n' "$bytes_used"
+	printf 'inode_table_start\t%s\n' "$inode_table_start"
+	printf 'metadata_bytes\t%s\n' "$meta_bytes"
+	printf 'image\t%s\n' "$img"
+	sed 's/=/\t/; s/^/image./' "$stamp"
+} >"$out/meta.tsv"
+
+# ------------------------------------------------------------------ run
+
+load=$(cut -d' ' -f1 /proc/loadavg)
+if awk -v l="$load" 'BEGIN{exit !(l > 0.5)}'; then
+	log "warning: load average is $load before the start; figures will be noisy"
+fi
+log "readers: $readers; small file $small_path ($small_size bytes); fio random ${runtime}s, sequential cap ${seqcap}s; results in $out"
+t_start=$(date +%s)
+for r in "${reader_list[@]}"; do
+	small_row "$r" || true
+done
+for r in "${reader_list[@]}"; do
+	fio_row "$r" rand1 rand_read_4k.fio 1 || true
+	fio_row "$r" rand2 rand_read_4k.fio 2 || true
+	fio_row "$r" seq seq_read_1m.fio 1 --runtime="$seqcap" || true
+done
+unmount_all
+rm -f "$dl"
+find "$out/raw" -name '*.err' -size 0 -delete
+cp "$hdir/access.log" "$out/raw/access.log"
+t_end=$(date +%s)
+printf 'bench_seconds\t%s\n' "$((t_end - t_start))" >>"$out/meta.tsv"
+log "measurements took $((t_end - t_start)) s"
+
+python3 "$here/http_report.py" "$out" | tee "$out/table.txt"
+ln -sfn "$run_id" "$results/latest-http"
+log "results: $out/results.json (table: $out/table.txt)"

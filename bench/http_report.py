@@ -1,0 +1,311 @@
+#!/usr/bin/env python3
+"""Summary of a bench/http.sh run.
+
+  http_report.py RUN_DIR [--json-only]
+      read RUN_DIR/meta.tsv and RUN_DIR/measurements.tsv, write
+      RUN_DIR/results.json and print the table
+
+  http_report.py --table RESULTS.json
+      print the table again from a results.json
+
+Rows are the ways to use the remote image (issue 3's table); columns are
+the time and bytes until one small file is read from nothing, 4 KiB random
+reads with 1 and 2 jobs, and 1 MiB sequential reads. The ratios compare
+sqfs-lazy-mount over HTTP with each other way.
+"""
+
+import csv
+import json
+import os
+import sys
+
+READERS = [
+    ("download", "curl whole image, then loop mount"),
+    ("httpdirfs", "httpdirfs + squashfuse_ll"),
+    ("lazy-http", "sqfs-lazy-mount over HTTP"),
+    ("lazy-local", "sqfs-lazy-mount, local file (ref.)"),
+]
+LABEL = dict(READERS)
+OURS = "lazy-http"
+
+
+def num(v):
+    try:
+        return float(v) if v not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def read_meta(run_dir):
+    meta, image = {}, {}
+    with open(os.path.join(run_dir, "meta.tsv")) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if "\t" not in line:
+                continue
+            k, v = line.split("\t", 1)
+            if k.startswith("image."):
+                image[k[6:]] = v
+            else:
+                meta[k] = v
+    return meta, image
+
+
+def build(run_dir):
+    meta, image = read_meta(run_dir)
+    rows = {}
+    measurements = []
+    with open(os.path.join(run_dir, "measurements.tsv")) as f:
+        for m in csv.DictReader(f, delimiter="\t"):
+            measurements.append(m)
+            r = rows.setdefault(m["reader"], {})
+            d = {"status": m["status"]}
+            for k in ("seconds", "iops", "mib_s", "io_bytes",
+                      "http_requests", "http_bytes", "clat_mean_us",
+                      "clat_p99_us", "iops_first_s"):
+                v = num(m.get(k))
+                if v is not None:
+                    d[k] = v
+            if m.get("raw"):
+                d["raw"] = m["raw"]
+            if d.get("http_requests"):
+                d["http_bytes_per_request"] = d["http_bytes"] / \
+                    d["http_requests"]
+            if d.get("iops") and d.get("seconds") and "http_bytes" in d:
+                ios = d["iops"] * d["seconds"]
+                if ios:
+                    d["http_bytes_per_read"] = d["http_bytes"] / ios
+            r[m["workload"]] = d
+    res = {"format": "sqfs-lazy-bench-http/1", "meta": meta, "image": image,
+           "rows": rows, "measurements": measurements}
+    res["ratios"] = ratios(rows)
+    res["targets"] = targets(meta, rows)
+    return res
+
+
+def get(rows, reader, wl, key):
+    d = rows.get(reader, {}).get(wl, {})
+    if d.get("status") != "ok":
+        return None
+    return d.get(key)
+
+
+def ratios(rows):
+    """sqfs-lazy-mount over HTTP against each other reader: how many times
+    faster (time), what share of the bytes, IOPS and MiB/s ratios."""
+    out = {}
+    for r, _ in READERS:
+        if r == OURS or r not in rows:
+            continue
+        o = {}
+        a, b = get(rows, OURS, "small", "seconds"), get(rows, r, "small",
+                                                         "seconds")
+        if a and b:
+            o["small_speedup"] = b / a
+        a, b = get(rows, OURS, "small", "http_bytes"), get(rows, r, "small",
+                                                            "http_bytes")
+        if a is not None and b:
+            o["small_bytes_share"] = a / b
+        for name, wl, key in (("rand1_first_s", "rand1", "iops_first_s"),
+                              ("rand1", "rand1", "iops"),
+                              ("rand2_first_s", "rand2", "iops_first_s"),
+                              ("rand2", "rand2", "iops"),
+                              ("seq", "seq", "mib_s")):
+            a, b = get(rows, OURS, wl, key), get(rows, r, wl, key)
+            if a is not None and b:
+                o[name] = a / b
+        out[r] = o
+    return out
+
+
+def targets(meta, rows):
+    """Issue 3's targets, checked where this run measures them."""
+    t = []
+    secs = get(rows, OURS, "small", "seconds")
+    if secs is not None:
+        t.append({"what": "one small file from nothing in under 0.2 s",
+                  "value": secs, "ok": secs < 0.2})
+    sent = get(rows, OURS, "small", "http_bytes")
+    reqs = get(rows, OURS, "small", "http_requests")
+    meta_b = num(meta.get("metadata_bytes"))
+    bs = num(meta.get("block_size"))
+    if sent is not None and meta_b is not None and bs:
+        budget = 65536 + meta_b + bs + 1024 * (reqs or 0)
+        t.append({"what": "bytes for it at most head (64 KiB) + metadata "
+                          "(%d) + one block (%d) + 1 KiB headers/request"
+                          % (meta_b, bs),
+                  "value": sent, "budget": budget, "ok": sent <= budget})
+    a, b = get(rows, OURS, "seq", "mib_s"), get(rows, "lazy-local", "seq",
+                                                 "mib_s")
+    if a is not None and b:
+        t.append({"what": "1 MiB sequential reads at least 80% of the "
+                          "local-file mount's", "value": a / b,
+                  "ok": a / b >= 0.8})
+    for wl in ("rand1", "rand2"):
+        per = rows.get(OURS, {}).get(wl, {}).get("http_bytes_per_request")
+        if per is not None and bs:
+            t.append({"what": "%s: bytes per request (one per cold 4 KiB "
+                              "read) at most one block (%d) + 1 KiB"
+                              % (wl, bs),
+                      "value": per, "ok": per <= bs + 1024})
+    return t
+
+
+def fmt_bytes(b):
+    if b is None:
+        return "-"
+    if b >= 10 << 20:
+        return "%.0f MiB" % (b / 1048576)
+    if b >= 1 << 20:
+        return "%.1f MiB" % (b / 1048576)
+    if b >= 10 << 10:
+        return "%.0f KiB" % (b / 1024)
+    return "%d B" % b
+
+
+def fmt(v, spec):
+    return "-" if v is None else spec % v
+
+
+def cell(rows, r, wl, key, spec):
+    d = rows.get(r, {}).get(wl)
+    if d is None:
+        return "-"
+    if d.get("status") != "ok":
+        return "FAIL"
+    return fmt(d.get(key), spec)
+
+
+def ratio_s(v):
+    if v is None:
+        return "-"
+    if v >= 100:
+        return "%.0fx" % v
+    if v >= 10:
+        return "%.1fx" % v
+    if v >= 0.1:
+        return "%.2fx" % v
+    return "%.2gx" % v
+
+
+def table(res):
+    meta, image, rows = res["meta"], res["image"], res["rows"]
+    lines = []
+    src = num(image.get("source_bytes"))
+    img = num(image.get("image_bytes"))
+    lines.append("image: %s, %s blocks, %s -> %s; metadata region %s; "
+                 "served by nginx %s on 127.0.0.1" % (
+                     image.get("compressor", "?"),
+                     image.get("block_size", "?"), fmt_bytes(src),
+                     fmt_bytes(img),
+                     fmt_bytes(num(meta.get("metadata_bytes"))),
+                     meta.get("nginx_version", "?")))
+    lines.append("small file: %s (%s bytes); every row starts from a fresh "
+                 "mount with the page cache dropped; fio random %s s, "
+                 "sequential pass capped at %s s" % (
+                     meta.get("small_path"), meta.get("small_size"),
+                     meta.get("fio_runtime_s"), meta.get("seq_cap_s")))
+    lines.append("")
+    rt = meta.get("fio_runtime_s", "?")
+    head = ["way to use the remote image", "small file: time",
+            "bytes moved", "requests", "rand 4k 1 job", "",
+            "rand 4k 2 jobs", "", "bytes/request", "seq 1M"]
+    units = ["", "s", "", "", "IOPS 1st s", "%s s avg" % rt, "IOPS 1st s",
+             "%s s avg" % rt, "", "MiB/s"]
+    body = []
+    for r, label in READERS:
+        if r not in rows:
+            continue
+        sm = rows[r].get("small", {})
+        per = rows[r].get("rand1", {}).get("http_bytes_per_request")
+        body.append([
+            label,
+            cell(rows, r, "small", "seconds", "%.3f"),
+            "-" if r == "lazy-local" else (
+                fmt_bytes(sm.get("http_bytes")) if sm.get("status") == "ok"
+                else "FAIL"),
+            "-" if r == "lazy-local" else cell(rows, r, "small",
+                                              "http_requests", "%d"),
+            cell(rows, r, "rand1", "iops_first_s", "%.0f"),
+            cell(rows, r, "rand1", "iops", "%.0f"),
+            cell(rows, r, "rand2", "iops_first_s", "%.0f"),
+            cell(rows, r, "rand2", "iops", "%.0f"),
+            "-" if r in ("lazy-local", "download") or per is None
+            else fmt_bytes(per),
+            cell(rows, r, "seq", "mib_s", "%.1f"),
+        ])
+    lines += render([head, units] + body, header_rows=2)
+    lines.append("")
+    lines.append("sqfs-lazy-mount over HTTP compared with each way "
+                 "(time: how many times faster; bytes: its share; IOPS and "
+                 "MiB/s: ours / theirs):")
+    rh = ["vs", "small file time", "small file bytes", "rand 1 job 1st s",
+          "rand 1 job avg", "rand 2 jobs 1st s", "rand 2 jobs avg",
+          "seq 1M"]
+    rb = []
+    for r, label in READERS:
+        o = res["ratios"].get(r)
+        if o is None:
+            continue
+        rb.append([label, ratio_s(o.get("small_speedup")),
+                   ratio_s(o.get("small_bytes_share")),
+                   ratio_s(o.get("rand1_first_s")), ratio_s(o.get("rand1")),
+                   ratio_s(o.get("rand2_first_s")), ratio_s(o.get("rand2")),
+                   ratio_s(o.get("seq"))])
+    lines += render([rh] + rb)
+    if res["targets"]:
+        lines.append("")
+        lines.append("issue 3 targets:")
+        for t in res["targets"]:
+            v = t["value"]
+            vs = ("%.3f" % v) if isinstance(v, float) and v < 10 else \
+                "%d" % v
+            lines.append("  [%s] %s: %s%s" % (
+                "ok" if t["ok"] else "MISSED", t["what"], vs,
+                " (budget %d)" % t["budget"] if "budget" in t else ""))
+    lines.append("")
+    lines.append("note: bytes are nginx's $bytes_sent (headers included) "
+                 "from its access log; 'bytes/request' is of the 1-job random "
+                 "run, where each request is one cold 4 KiB read")
+    lines.append("note: '1st s' is the first second of the cold run (fio's "
+                 "IOPS log), the truly cold figure; the %s s average also "
+                 "counts reads served by the page cache once earlier misses "
+                 "filled it (whole blocks), so it mostly says how soon the "
+                 "big file was covered" % rt)
+    lines.append("note: 1-min load average at start %s; the machine may be "
+                 "shared, treat differences under 1.5x as noise" %
+                 meta.get("loadavg_start", "?"))
+    return "\n".join(lines)
+
+
+def render(table_rows, header_rows=1):
+    """Left-aligned first column, right-aligned others; a rule under the
+    header rows."""
+    widths = [max(len(str(r[i])) for r in table_rows)
+              for i in range(len(table_rows[0]))]
+    out = ["  ".join(str(c).ljust(widths[i]) if i == 0 else
+                     str(c).rjust(widths[i]) for i, c in enumerate(r)).rstrip()
+           for r in table_rows]
+    sep = "  ".join("-" * w for w in widths)
+    return out[:header_rows] + [sep] + out[header_rows:]
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[0] == "--table":
+        with open(argv[1]) as f:
+            print(table(json.load(f)))
+        return 0
+    if not argv:
+        print(__doc__, file=sys.stderr)
+        return 2
+    run_dir = argv[0]
+    res = build(run_dir)
+    with open(os.path.join(run_dir, "results.json"), "w") as f:
+        json.dump(res, f, indent=1, sort_keys=True)
+    if "--json-only" not in argv:
+        print(table(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -183,15 +183,6 @@ static int dir_iter_next(struct dir_iter *it, struct dir_entry *e)
 	}
 }
 
-static uint32_t type_mode(unsigned basic)
-{
-	static const uint32_t bits[] = {
-		0, S_IFDIR, S_IFREG, S_IFLNK, S_IFBLK, S_IFCHR, S_IFIFO,
-		S_IFSOCK,
-	};
-	return bits[basic];
-}
-
 static int readdir_entries(struct dir_iter *it, uint64_t cookie,
 			   lsq_dirent_fn fn, void *ctx);
 
@@ -260,7 +251,7 @@ static int readdir_entries(struct dir_iter *it, uint64_t cookie,
 		de.name = e.name;
 		de.name_len = e.name_len;
 		de.inode_number = e.inode_number;
-		de.type = type_mode(e.type);
+		de.type = lsq_type_mode(e.type);
 		de.ref = e.ref;
 		de.next_cookie = it->pos + 3;
 		if (fn(ctx, &de))
@@ -311,7 +302,7 @@ static int lookup_entry(struct dir_iter *it, const char *name,
 			ret = lsq_image_inode(img, e.ref, &child);
 			if (ret)
 				return ret;
-			if ((child.mode & S_IFMT) != type_mode(e.type))
+			if ((child.mode & S_IFMT) != lsq_type_mode(e.type))
 				return lsq_image_corrupt(img, LSQ_ERR_CORRUPT,
 							 it->cur.block,
 							 "entry type of '%.*s' differs from its inode",

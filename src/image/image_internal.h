@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "cache/block_cache.h"
 #include "codec/codec.h"
@@ -54,6 +55,16 @@ struct lsq_image {
 	struct lsq_block_cache *data_cache; /* key: absolute block offset */
 	struct lsq_block_cache *blockidx_cache; /* key: inode ref */
 };
+
+/* S_IFMT bits of a basic inode type (1..7); 0 for anything else. */
+static inline uint32_t lsq_type_mode(unsigned basic_type)
+{
+	static const uint32_t bits[] = {
+		0, S_IFDIR, S_IFREG, S_IFLNK, S_IFBLK, S_IFCHR, S_IFIFO,
+		S_IFSOCK,
+	};
+	return basic_type < 8 ? bits[basic_type] : 0;
+}
 
 /* A position in a metadata stream. The cursor keeps a reference to the
  * block it last read from, so the many small reads of a decode cost one

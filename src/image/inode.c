@@ -44,15 +44,6 @@ static uint64_t decode_dev(uint32_t dev)
 	return makedev(major, minor);
 }
 
-static uint32_t type_bits(unsigned basic_type)
-{
-	static const uint32_t bits[] = {
-		0, S_IFDIR, S_IFREG, S_IFLNK, S_IFBLK, S_IFCHR, S_IFIFO,
-		S_IFSOCK,
-	};
-	return bits[basic_type];
-}
-
 static int decode_inode(struct lsq_image *img, lsq_inode_ref ref,
 			struct meta_cursor *cur, struct lsq_inode *out);
 
@@ -89,7 +80,7 @@ static int decode_inode(struct lsq_image *img, lsq_inode_ref ref,
 	if (type < SQUASHFS_DIR_TYPE || type > SQUASHFS_LSOCKET_TYPE)
 		return bad_inode(img, ref, "unknown inode type");
 	basic = type > SQUASHFS_SOCKET_TYPE ? type - 7 : type;
-	ino.mode = type_bits(basic) | (lsq_le16(b + 2) & 07777u);
+	ino.mode = lsq_type_mode(basic) | (lsq_le16(b + 2) & 07777u);
 	ret = resolve_id(img, ref, lsq_le16(b + 4), &ino.uid);
 	if (ret)
 		return ret;

@@ -142,6 +142,8 @@ int lsq_source_http_get_stats(const struct lsq_source *src,
 
 #include <curl/curl.h>
 
+#include "source/curl_lazy.h"
+
 /* Limits and policy constants, documented in docs/http-source.md. */
 #define LSQ_HTTP_PIN_MAX (64u * 1024u * 1024u)  /* metadata region cap */
 #define LSQ_HTTP_RA_FACTOR 8u          /* readahead cache = 8 x readahead */
@@ -1126,6 +1128,10 @@ int lsq_source_http_get_stats(const struct lsq_source *src,
 
 const char *lsq_source_http_backend(void)
 {
+	static char why[256];
+
+	if (lsq_curl_load(why, sizeof(why)))
+		return why;
 	return curl_version();
 }
 
@@ -1381,6 +1387,8 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 			return LSQ_ERR_INVALID;
 		}
 	}
+	if (lsq_curl_load(err, errlen))
+		return LSQ_ERR_UNSUPPORTED;
 	pthread_once(&global_once, global_init);
 	if (global_rc != CURLE_OK) {
 		snprintf(err, errlen, "cannot initialise libcurl: %s",

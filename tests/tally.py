@@ -12,7 +12,9 @@ passed = failed = skipped = 0
 with open(os.path.join(build, "meson-logs", "testlog.json")) as f:
     for line in f:
         r = json.loads(line)
-        junit = os.path.join(build, "junit-%s.xml" % r["name"])
+        # names read "project:suite / test"
+        name = r["name"].rsplit(" / ", 1)[-1]
+        junit = os.path.join(build, "junit-%s.xml" % name)
         if os.path.exists(junit) and r["result"] in ("OK", "FAIL"):
             root = ET.parse(junit).getroot()
             suites = [root] if root.tag == "testsuite" else list(root)

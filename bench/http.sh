@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # sqfs-lazy HTTP benchmark: the bench image served by nginx on 127.0.0.1 and
-# used remotely in four ways, in one run. See bench/README.md ("HTTP").
+# used remotely in five ways, in one run, then again behind a proxy adding
+# latency to every request. See bench/README.md ("HTTP").
 #
 # usage: bench/http.sh [options]
-#   --quick              quick image, 3 s random runs, 10 s sequential cap
-#   --readers LIST       comma list of download,httpdirfs,lazy-http,lazy-local
-#                        (default: all; httpdirfs is skipped with a warning
-#                        when httpdirfs or squashfuse_ll is missing and
-#                        --readers was not given)
+#   --quick              quick image, 3 s random runs, 10 s sequential cap,
+#                        latencies 0,20
+#   --readers LIST       comma list of download,httpdirfs,ratarmount,
+#                        lazy-http,lazy-local (default: all; httpdirfs and
+#                        ratarmount are skipped with a warning when they are
+#                        missing / cannot be installed and --readers was not
+#                        given)
+#   --latency LIST       comma list of ms added per request by
+#                        latency_proxy.py (default 0,2,20; quick 0,20); 0 is
+#                        the direct rows; lazy-http gets every row, download
+#                        the small-file row
 #   --build DIR          meson build dir holding sqfs-lazy-mount
 #                        (default $SQFS_BENCH_BUILD or <repo>/build)
 #   --work DIR           image, downloads, mount points, nginx
@@ -19,7 +26,9 @@
 #   --seq-cap SEC        longest sequential pass (default 30, quick 10)
 #   -h, --help           this text
 # Extra mount arguments: SQFS_LAZY_ARGS, SQUASHFUSE_LL_ARGS, HTTPDIRFS_ARGS
-# (default --no-range-check: httpdirfs 1.2.5 misreads nginx's 206 answer).
+# (default --no-range-check: httpdirfs 1.2.5 misreads nginx's 206 answer),
+# RATARMOUNT_ARGS. ratarmount comes from a private venv, <work>/venv-ratarmount,
+# made with pip on first use (RATARMOUNT=PATH uses another binary).
 # Needs root: drops the page cache and loop-mounts the image.
 set -euo pipefail
 
@@ -35,6 +44,7 @@ results=${SQFS_BENCH_RESULTS:-}
 comp=zstd
 runtime=
 seqcap=
+latencies=
 
 die() { echo "http.sh: $*" >&2; exit 1; }
 log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
@@ -49,7 +59,8 @@ while [ $# -gt 0 ]; do
 	--comp) comp=${2:?}; shift ;;
 	--runtime) runtime=${2:?}; shift ;;
 	--seq-cap) seqcap=${2:?}; shift ;;
-	-h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--latency) latencies=${2:?}; shift ;;
+	-h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown option $1 (try --help)" ;;
 	esac
 	shift
@@ -57,11 +68,15 @@ done
 
 results=${results:-$work/results}
 if [ "$quick" = 1 ]; then
-	runtime=${runtime:-3} seqcap=${seqcap:-10}
+	runtime=${runtime:-3} seqcap=${seqcap:-10} latencies=${latencies:-0,20}
 else
-	runtime=${runtime:-10} seqcap=${seqcap:-30}
+	runtime=${runtime:-10} seqcap=${seqcap:-30} latencies=${latencies:-0,2,20}
 fi
 case $runtime$seqcap in *[!0-9]*) die "--runtime and --seq-cap take whole seconds" ;; esac
+IFS=, read -r -a lat_list <<<"$latencies"
+for l in "${lat_list[@]}"; do
+	case $l in ''|*[!0-9]*) die "--latency takes whole milliseconds, e.g. 0,2,20" ;; esac
+done
 [ "$(id -u)" = 0 ] || die "needs root (drop_caches, loop mount)"
 [ -w /proc/sys/vm/drop_caches ] || die "/proc/sys/vm/drop_caches is not writable"
 for t in fio mksquashfs python3 curl mountpoint timeout fusermount3; do
@@ -76,12 +91,42 @@ cat_bin=$build/sqfs-lazy-cat
 "$lazy_bin" --version 2>&1 | grep -q '^http: libcurl' ||
 	die "$lazy_bin was built without HTTP support (libcurl)"
 
+mkdir -p "$work" "$results"
+exec 9>"$work/.run.lock"
+flock -n 9 || die "another benchmark (run.sh or http.sh) is using $work"
+
+# ratarmount (Python: fsspec HTTP + PySquashfsImage) in a private venv,
+# installed with pip on first use. Prints the binary, or fails.
+rm_venv=$work/venv-ratarmount
+ratarmount_setup() {
+	local b=${RATARMOUNT:-$rm_venv/bin/ratarmount}
+	if [ -n "${RATARMOUNT:-}" ] || [ -x "$b" ] &&
+		timeout 60 "$b" --version >/dev/null 2>&1; then
+		echo "$b"; return 0
+	fi
+	[ -n "${RATARMOUNT:-}" ] && return 1
+	log "installing ratarmount into $rm_venv (pip, once)"
+	rm -rf "$rm_venv"
+	{ python3 -m venv "$rm_venv" &&
+		timeout 900 "$rm_venv/bin/pip" install -q ratarmount fsspec aiohttp \
+			requests PySquashfsImage zstandard; } </dev/null >"$work/venv-ratarmount.log" 2>&1 9>&- ||
+		return 1
+	timeout 60 "$b" --version >/dev/null 2>&1 || return 1
+	echo "$b"
+}
+
+ratarmount_bin=
 if [ -z "$readers" ]; then
 	readers=download
 	if command -v httpdirfs >/dev/null && command -v squashfuse_ll >/dev/null; then
 		readers=$readers,httpdirfs
 	else
 		log "warning: httpdirfs or squashfuse_ll missing, skipping the httpdirfs reader"
+	fi
+	if ratarmount_bin=$(ratarmount_setup); then
+		readers=$readers,ratarmount
+	else
+		log "warning: ratarmount could not be installed (see $work/venv-ratarmount.log), skipping the ratarmount reader"
 	fi
 	readers=$readers,lazy-http,lazy-local
 fi
@@ -91,14 +136,12 @@ for r in "${reader_list[@]}"; do
 	download) grep -qw squashfs /proc/filesystems || die "kernel has no squashfs" ;;
 	httpdirfs) command -v httpdirfs >/dev/null || die "missing httpdirfs"
 		command -v squashfuse_ll >/dev/null || die "missing squashfuse_ll" ;;
+	ratarmount) [ -n "$ratarmount_bin" ] || ratarmount_bin=$(ratarmount_setup) ||
+		die "ratarmount could not be installed (see $work/venv-ratarmount.log)" ;;
 	lazy-http|lazy-local) ;;
 	*) die "unknown reader $r" ;;
 	esac
 done
-
-mkdir -p "$work" "$results"
-exec 9>"$work/.run.lock"
-flock -n 9 || die "another benchmark (run.sh or http.sh) is using $work"
 mk_args=(--work "$work" --comp "$comp")
 [ "$quick" = 1 ] && mk_args+=(--quick)
 img=$("$here/mkdata.sh" "${mk_args[@]}" | tail -1)
@@ -120,6 +163,8 @@ dl=$work/download/image.sqfs    # the whole-image download
 mkdir -p "$hdir/www" "$hdir/tmp" "$mnt_root" "$(dirname "$dl")"
 nginx_pid=
 mounted=()                      # mount points, in mount order
+declare -A proxy_pid=() proxy_url=()  # latency_proxy.py per latency (ms)
+fg_pids=()                      # foreground FUSE daemons started here (ratarmount -f)
 
 drop_caches() {
 	sync
@@ -182,6 +227,7 @@ unmount_all() {  # in reverse order: squashfuse_ll before httpdirfs below it
 		unmount_one "${mounted[$i]}"
 	done
 	mounted=()
+	[ "${#fg_pids[@]}" = 0 ] || reap_fg
 }
 
 stop_nginx() {
@@ -196,6 +242,40 @@ stop_nginx() {
 	nginx_pid=
 }
 
+stop_proxies() {
+	local l p n
+	for l in "${!proxy_pid[@]}"; do
+		p=${proxy_pid[$l]}
+		kill -TERM "$p" 2>/dev/null || true
+		n=0
+		while kill -0 "$p" 2>/dev/null && [ "$n" -lt 50 ]; do
+			sleep 0.1; n=$((n + 1))
+		done
+		kill -KILL "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
+	proxy_pid=()
+}
+
+# Foreground daemons (ratarmount -f) whose mount is gone by now.
+reap_fg() {
+	local p n
+	for p in "${fg_pids[@]}"; do
+		n=0
+		while kill -0 "$p" 2>/dev/null && [ "$n" -lt 50 ]; do
+			sleep 0.1; n=$((n + 1))
+		done
+		if kill -0 "$p" 2>/dev/null; then
+			log "daemon $p still running after its unmount, sending TERM"
+			kill -TERM "$p" 2>/dev/null || true
+			sleep 1
+			kill -KILL "$p" 2>/dev/null || true
+		fi
+		wait "$p" 2>/dev/null || true
+	done
+	fg_pids=()
+}
+
 cleanup() {
 	local rc=$? d
 	trap - EXIT INT TERM
@@ -203,6 +283,8 @@ cleanup() {
 	for d in "$mnt_root"/*; do
 		is_mounted "$d" && unmount_one "$d"
 	done
+	reap_fg
+	stop_proxies
 	stop_nginx
 	exit "$rc"
 }
@@ -256,21 +338,62 @@ EOF
 	die "could not start nginx"
 }
 
+# One latency_proxy.py per latency > 0, in front of nginx. Each stops by
+# itself when this script is gone or after --max-seconds.
+start_proxies() {
+	local l pf n
+	proxy_url[0]=$url
+	for l in "${lat_list[@]}"; do
+		[ "$l" = 0 ] && continue
+		[ -n "${proxy_pid[$l]:-}" ] && continue
+		pf=$hdir/proxy-$l.port
+		rm -f "$pf"
+		python3 "$here/latency_proxy.py" --target "127.0.0.1:$port_used" \
+			--delay-ms "$l" --port-file "$pf" --parent-pid $$ \
+			--max-seconds $((7200 + 20 * (runtime + seqcap))) \
+			9>&- </dev/null >/dev/null 2>>"$hdir/proxy-$l.log" &
+		proxy_pid[$l]=$!
+		n=0
+		while [ ! -s "$pf" ] && [ "$n" -lt 100 ]; do
+			kill -0 "${proxy_pid[$l]}" 2>/dev/null || break
+			sleep 0.1; n=$((n + 1))
+		done
+		[ -s "$pf" ] || die "latency proxy ($l ms) did not start (see $hdir/proxy-$l.log)"
+		proxy_url[$l]=http://127.0.0.1:$(cat "$pf")/image.sqfs
+		curl -s -o /dev/null -r 0-0 "${proxy_url[$l]}" ||
+			die "latency proxy ($l ms) does not answer"
+		log "latency proxy: +$l ms per request at ${proxy_url[$l]}"
+	done
+}
+
 log_mark() { wc -l <"$hdir/access.log"; }
 # "requests bytes" of the access log lines after line $1.
 log_since() {
 	sleep 0.2   # nginx logs a request when it ends; let the last one land
-	awk -v m="$1" 'NR > m { n++; b += $4 } END { printf "%d %d\n", n, b }' "$hdir/access.log"
+	awk -v m="$1" 'NR > m { n++; b += $4 } END { printf "%d %.0f\n", n, b }' "$hdir/access.log"
 }
 
 # ------------------------------------------------------------ mounts
 
-# Mount for reader $1 on $mnt_root/$1. Every command returns once its mount
-# is usable (daemon mode), so the time of this function is what a user
-# waits for. `download` fetches the image first when $2 is "fetch" (else it
-# reuses the copy of the small-file row).
+# A row key is a reader, or a reader behind the latency proxy:
+# READER@<ms>ms (lazy-http@20ms). Its mount point is $mnt_root/READER.
+key_reader() { echo "${1%@*}"; }
+key_url() {
+	local l=0
+	case $1 in *@*ms) l=${1#*@}; l=${l%ms} ;; esac
+	echo "${proxy_url[$l]}"
+}
+
+# Mount for row key $1 on $mnt_root/<reader>. Every command returns once its
+# mount is usable (daemon mode; ratarmount refuses to daemonize, so it runs
+# with -f in the background and is polled until mounted), so the time of
+# this function is what a user waits for. `download` fetches the image
+# first when $2 is "fetch" (else it reuses the copy of the small-file row).
 do_mount() {
-	local r=$1 fetch=${2:-} dir=$mnt_root/$1 dlog=$out/raw/$1.daemon.log
+	local key=$1 fetch=${2:-} r dir dlog=$out/raw/$1.daemon.log url n pid
+	r=$(key_reader "$key")
+	url=$(key_url "$key")
+	dir=$mnt_root/$r
 	mkdir -p "$dir"
 	is_mounted "$dir" && unmount_one "$dir"
 	case $r in
@@ -292,6 +415,22 @@ do_mount() {
 		# shellcheck disable=SC2086
 		squashfuse_ll ${SQUASHFUSE_LL_ARGS:-} "$hd/image.sqfs" "$dir" \
 			9>&- </dev/null >>"$dlog" 2>&1 || return 1
+		mounted+=("$dir") ;;
+	ratarmount)
+		# The index lives in memory: ratarmount reads all the metadata on
+		# every mount, as issue 3 describes.
+		# shellcheck disable=SC2086
+		"$ratarmount_bin" -f --index-file :memory: ${RATARMOUNT_ARGS:-} "$url" "$dir" \
+			9>&- </dev/null >>"$dlog" 2>&1 &
+		pid=$!
+		fg_pids+=("$pid")
+		n=0
+		until mountpoint -q "$dir"; do
+			kill -0 "$pid" 2>/dev/null || return 1
+			n=$((n + 1))
+			[ "$n" -lt 6000 ] || return 1   # 60 s
+			sleep 0.01
+		done
 		mounted+=("$dir") ;;
 	lazy-http)
 		# shellcheck disable=SC2086
@@ -317,11 +456,11 @@ record() {
 small_row() {
 	local r=$1 mark t0 t1 secs reqbytes got=$out/raw/$1.small.out
 	unmount_all
-	[ "$r" = download ] && rm -f "$dl"
+	[ "$(key_reader "$r")" = download ] && rm -f "$dl"
 	drop_caches
 	mark=$(log_mark)
 	t0=$(date +%s%N)
-	if ! do_mount "$r" fetch || ! cat "$mnt_root/$r$small_path" >"$got"; then
+	if ! do_mount "$r" fetch || ! cat "$mnt_root/$(key_reader "$r")$small_path" >"$got"; then
 		log "$r small: failed (see $out/raw/$r.daemon.log)"
 		record "$r" small FAIL "" "" "" "" "" "" "" "" "" ""
 		unmount_all
@@ -336,10 +475,10 @@ small_row() {
 	else
 		# shellcheck disable=SC2086
 		record "$r" small ok "$secs" "" "" "$small_size" $reqbytes "" "" "" ""
-		log "$(printf '%-10s %-6s' "$r" small) $(printf '%8.3f s' "$secs"), $(echo "$reqbytes" | awk '{printf "%d requests, %d bytes", $1, $2}')"
+		log "$(printf '%-10s %-6s' "$r" small) $(printf '%8.3f s' "$secs"), $(echo "$reqbytes" | awk '{printf "%d requests, %.0f bytes", $1, $2}')"
 	fi
-	if [ "$r" = lazy-http ]; then
-		timeout 10 "$lazy_bin" --stats "$mnt_root/$r" >"$out/raw/$r.small.stats.txt" 2>&1 || true
+	if [ "$(key_reader "$r")" = lazy-http ]; then
+		timeout 10 "$lazy_bin" --stats "$mnt_root/lazy-http" >"$out/raw/$r.small.stats.txt" 2>&1 || true
 	fi
 	unmount_all
 }
@@ -358,7 +497,7 @@ fio_row() {  # reader workload jobfile numjobs [extra fio args]
 	fi
 	drop_caches
 	mark=$(log_mark)
-	if ! FIO_FILE=$mnt_root/$r/big.bin FIO_NUMJOBS=$nj FIO_RUNTIME=$runtime \
+	if ! FIO_FILE=$mnt_root/$(key_reader "$r")/big.bin FIO_NUMJOBS=$nj FIO_RUNTIME=$runtime \
 		FIO_LOG=${raw%.json} timeout --foreground $((seqcap + runtime + 300)) \
 		fio --readonly "$@" --output-format=json --output="$raw" \
 		"$here/fio/$job" >/dev/null 2>"$raw.err"; then
@@ -378,9 +517,9 @@ fio_row() {  # reader workload jobfile numjobs [extra fio args]
 	set -- $vals
 	# shellcheck disable=SC2086
 	record "$r" "$w" ok "$3" "$1" "$2" "$4" $reqbytes "$5" "$6" "$7" "raw/${raw##*/}"
-	log "$(printf '%-10s %-6s' "$r" "$w") $(printf '%9.0f IOPS %8.1f MiB/s %6.2f s' "$1" "$2" "$3"), $(echo "$reqbytes" | awk '{printf "%d requests, %d bytes", $1, $2}')"
-	if [ "$r" = lazy-http ]; then
-		timeout 10 "$lazy_bin" --stats "$mnt_root/$r" >"$out/raw/$r.$w.stats.txt" 2>&1 || true
+	log "$(printf '%-10s %-6s' "$r" "$w") $(printf '%9.0f IOPS %8.1f MiB/s %6.2f s' "$1" "$2" "$3"), $(echo "$reqbytes" | awk '{printf "%d requests, %.0f bytes", $1, $2}')"
+	if [ "$(key_reader "$r")" = lazy-http ]; then
+		timeout 10 "$lazy_bin" --stats "$mnt_root/lazy-http" >"$out/raw/$r.$w.stats.txt" 2>&1 || true
 	fi
 	unmount_all
 }
@@ -414,6 +553,7 @@ read -r block_size bytes_used inode_table_start meta_bytes <<<"$sb"
 
 start_nginx
 log "nginx $("$nginx_bin" -v 2>&1 | sed 's/.*: //') on 127.0.0.1:$port_used serves $img as $url"
+start_proxies
 
 {
 	printf 'command\t%s\n' "$cmdline"
@@ -429,6 +569,7 @@ log "nginx $("$nginx_bin" -v 2>&1 | sed 's/.*: //') on 127.0.0.1:$port_used serv
 	printf 'quick\t%s\n' "$quick"
 	printf 'fio_runtime_s\t%s\n' "$runtime"
 	printf 'seq_cap_s\t%s\n' "$seqcap"
+	printf 'latencies_ms\t%s\n' "$latencies"
 	printf 'fio_version\t%s\n' "$(fio --version)"
 	printf 'nginx_version\t%s\n' "$("$nginx_bin" -v 2>&1 | sed 's/.*: //')"
 	printf 'curl_version\t%s\n' "$(curl --version | head -1)"
@@ -438,6 +579,12 @@ log "nginx $("$nginx_bin" -v 2>&1 | sed 's/.*: //') on 127.0.0.1:$port_used serv
 	fi
 	if command -v squashfuse_ll >/dev/null; then
 		printf 'squashfuse_version\t%s\n' "$(squashfuse_ll --version 2>&1 | head -1 || true)"
+	fi
+	if [ -n "$ratarmount_bin" ]; then
+		printf 'ratarmount_version\t%s\n' "$(timeout 60 "$ratarmount_bin" --version 2>&1 | head -1 || true)"
+		printf 'ratarmount_deps\t%s\n' "$(timeout 60 "$ratarmount_bin" --version 2>&1 |
+			grep -E '^(ratarmountcore|PySquashfsImage|fsspec|aiohttp|mfusepy|zstandard) ' | paste -sd, || true)"
+		printf 'ratarmount_args\t%s\n' "-f --index-file :memory: ${RATARMOUNT_ARGS:-}"
 	fi
 	printf 'sqfs_lazy_version\t%s\n' "$(timeout 5 "$lazy_bin" --version 2>&1 | head -1 || true)"
 	printf 'sqfs_lazy_args\t%s\n' "${SQFS_LAZY_ARGS:-}"
@@ -469,10 +616,29 @@ for r in "${reader_list[@]}"; do
 	fio_row "$r" rand2 rand_read_4k.fio 2 || true
 	fio_row "$r" seq seq_read_1m.fio 1 --runtime="$seqcap" || true
 done
+# Behind the latency proxy: every row for lazy-http, the small-file row
+# (the download) for download.
+for l in "${lat_list[@]}"; do
+	[ "$l" = 0 ] && continue
+	for r in "${reader_list[@]}"; do
+		case $r in
+		download) small_row "$r@${l}ms" || true ;;
+		lazy-http)
+			small_row "$r@${l}ms" || true
+			fio_row "$r@${l}ms" rand1 rand_read_4k.fio 1 || true
+			fio_row "$r@${l}ms" rand2 rand_read_4k.fio 2 || true
+			fio_row "$r@${l}ms" seq seq_read_1m.fio 1 --runtime="$seqcap" || true ;;
+		esac
+	done
+done
 unmount_all
 rm -f "$dl"
 find "$out/raw" -name '*.err' -size 0 -delete
 cp "$hdir/access.log" "$out/raw/access.log"
+stop_proxies
+for l in "${lat_list[@]}"; do
+	[ -f "$hdir/proxy-$l.log" ] && cp "$hdir/proxy-$l.log" "$out/raw/proxy-${l}ms.log"
+done
 t_end=$(date +%s)
 printf 'bench_seconds\t%s\n' "$((t_end - t_start))" >>"$out/meta.tsv"
 log "measurements took $((t_end - t_start)) s"

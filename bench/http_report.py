@@ -11,7 +11,9 @@
 Rows are the ways to use the remote image (issue 3's table); columns are
 the time and bytes until one small file is read from nothing, 4 KiB random
 reads with 1 and 2 jobs, and 1 MiB sequential reads. The ratios compare
-sqfs-lazy-mount over HTTP with each other way.
+sqfs-lazy-mount over HTTP with each other way. Rows named READER@<N>ms ran
+behind latency_proxy.py adding N ms per request; they are compared with
+the same reader's direct row (the no-latency case).
 """
 
 import csv
@@ -22,11 +24,37 @@ import sys
 READERS = [
     ("download", "curl whole image, then loop mount"),
     ("httpdirfs", "httpdirfs + squashfuse_ll"),
+    ("ratarmount", "ratarmount (fsspec HTTP)"),
     ("lazy-http", "sqfs-lazy-mount over HTTP"),
     ("lazy-local", "sqfs-lazy-mount, local file (ref.)"),
 ]
 LABEL = dict(READERS)
 OURS = "lazy-http"
+
+
+def split_key(key):
+    """'lazy-http@20ms' -> ('lazy-http', 20); 'lazy-http' -> (.., 0)."""
+    if "@" in key and key.endswith("ms"):
+        r, l = key.rsplit("@", 1)
+        try:
+            return r, int(l[:-2])
+        except ValueError:
+            pass
+    return key, 0
+
+
+def latency_keys(rows):
+    """Row keys behind the proxy, by latency then reader order."""
+    order = {r: i for i, (r, _) in enumerate(READERS)}
+    keys = [k for k in rows if split_key(k)[1] > 0]
+    return sorted(keys, key=lambda k: (split_key(k)[1],
+                                       order.get(split_key(k)[0], 99)))
+
+
+def label_of(key):
+    r, l = split_key(key)
+    base = LABEL.get(r, r)
+    return base if not l else "%s, +%d ms" % (base, l)
 
 
 def num(v):
@@ -79,6 +107,7 @@ def build(run_dir):
     res = {"format": "sqfs-lazy-bench-http/1", "meta": meta, "image": image,
            "rows": rows, "measurements": measurements}
     res["ratios"] = ratios(rows)
+    res["latency_ratios"] = latency_ratios(rows)
     res["targets"] = targets(meta, rows)
     return res
 
@@ -114,7 +143,37 @@ def ratios(rows):
             a, b = get(rows, OURS, wl, key), get(rows, r, wl, key)
             if a is not None and b:
                 o[name] = a / b
+        for wl in ("rand1", "rand2"):
+            a = get(rows, OURS, wl, "http_bytes_per_read")
+            b = get(rows, r, wl, "http_bytes_per_read")
+            if a is not None and b:
+                o[wl + "_bytes_per_read_share"] = a / b
         out[r] = o
+    return out
+
+
+LAT_FIELDS = (("small_time", "small", "seconds"),
+              ("small_bytes", "small", "http_bytes"),
+              ("small_requests", "small", "http_requests"),
+              ("rand1_first_s", "rand1", "iops_first_s"),
+              ("rand1", "rand1", "iops"),
+              ("rand2_first_s", "rand2", "iops_first_s"),
+              ("rand2", "rand2", "iops"),
+              ("seq", "seq", "mib_s"))
+
+
+def latency_ratios(rows):
+    """Each row behind the proxy / the same reader's direct row: for time
+    how many times as long, for IOPS and MiB/s the share kept."""
+    out = {}
+    for k in latency_keys(rows):
+        r, _ = split_key(k)
+        o = {}
+        for name, wl, key in LAT_FIELDS:
+            a, b = get(rows, k, wl, key), get(rows, r, wl, key)
+            if a is not None and b:
+                o[name] = a / b
+        out[k] = o
     return out
 
 
@@ -148,6 +207,29 @@ def targets(meta, rows):
                               "read) at most one block (%d) + 1 KiB"
                               % (wl, bs),
                       "value": per, "ok": per <= bs + 1024})
+    for wl in ("rand1", "rand2"):
+        for key, what in (("iops", "run average"),
+                          ("iops_first_s", "1st second")):
+            a, b = get(rows, OURS, wl, key), get(rows, "ratarmount", wl, key)
+            if a is not None and b:
+                t.append({"what": "%s: IOPS (%s) at least 10x ratarmount's"
+                                  % (wl, what), "value": a / b,
+                          "ok": a / b >= 10, "ratio": True})
+        b = get(rows, "ratarmount", wl, "http_bytes_per_read")
+        a = get(rows, OURS, wl, "http_bytes_per_read")
+        if a is not None and b:
+            t.append({"what": "%s: bytes per 4 KiB read (all reads of the "
+                              "run) at most 1/100 of ratarmount's (%s vs %s)"
+                              % (wl, fmt_bytes(a), fmt_bytes(b)),
+                      "value": a / b, "ok": a / b <= 0.01, "ratio": True})
+        # Stricter: ours per cold read (each request is one cold read)
+        # against ratarmount's per read.
+        a = get(rows, OURS, wl, "http_bytes_per_request")
+        if a is not None and b:
+            t.append({"what": "%s: bytes per cold read (ours per request) at "
+                              "most 1/100 of ratarmount's per read (%s vs %s)"
+                              % (wl, fmt_bytes(a), fmt_bytes(b)),
+                      "value": a / b, "ok": a / b <= 0.01, "ratio": True})
     return t
 
 
@@ -213,9 +295,9 @@ def table(res):
     units = ["", "s", "", "", "IOPS 1st s", "%s s avg" % rt, "IOPS 1st s",
              "%s s avg" % rt, "", "MiB/s"]
     body = []
-    for r, label in READERS:
-        if r not in rows:
-            continue
+    keys = [r for r, _ in READERS if r in rows] + latency_keys(rows)
+    for r in keys:
+        label = label_of(r)
         sm = rows[r].get("small", {})
         per = rows[r].get("rand1", {}).get("http_bytes_per_request")
         body.append([
@@ -230,7 +312,7 @@ def table(res):
             cell(rows, r, "rand1", "iops", "%.0f"),
             cell(rows, r, "rand2", "iops_first_s", "%.0f"),
             cell(rows, r, "rand2", "iops", "%.0f"),
-            "-" if r in ("lazy-local", "download") or per is None
+            "-" if split_key(r)[0] in ("lazy-local", "download") or per is None
             else fmt_bytes(per),
             cell(rows, r, "seq", "mib_s", "%.1f"),
         ])
@@ -241,7 +323,7 @@ def table(res):
                  "MiB/s: ours / theirs):")
     rh = ["vs", "small file time", "small file bytes", "rand 1 job 1st s",
           "rand 1 job avg", "rand 2 jobs 1st s", "rand 2 jobs avg",
-          "seq 1M"]
+          "seq 1M", "bytes/read 1 job", "bytes/read 2 jobs"]
     rb = []
     for r, label in READERS:
         o = res["ratios"].get(r)
@@ -251,15 +333,35 @@ def table(res):
                    ratio_s(o.get("small_bytes_share")),
                    ratio_s(o.get("rand1_first_s")), ratio_s(o.get("rand1")),
                    ratio_s(o.get("rand2_first_s")), ratio_s(o.get("rand2")),
-                   ratio_s(o.get("seq"))])
+                   ratio_s(o.get("seq")),
+                   ratio_s(o.get("rand1_bytes_per_read_share")),
+                   ratio_s(o.get("rand2_bytes_per_read_share"))])
     lines += render([rh] + rb)
+    lr = res.get("latency_ratios") or {}
+    if lr:
+        lines.append("")
+        lines.append("behind the latency proxy, ratio to the same way without "
+                     "it (time and bytes: how many times as much; IOPS and "
+                     "MiB/s: the share kept):")
+        lh = ["way", "small file time", "bytes", "requests",
+              "rand 1 job 1st s", "rand 1 job avg", "rand 2 jobs 1st s",
+              "rand 2 jobs avg", "seq 1M"]
+        lb = []
+        for k, o in lr.items():
+            lb.append([label_of(k)] + [ratio_s(o.get(n)) for n in (
+                "small_time", "small_bytes", "small_requests",
+                "rand1_first_s", "rand1", "rand2_first_s", "rand2", "seq")])
+        lines += render([lh] + lb)
     if res["targets"]:
         lines.append("")
         lines.append("issue 3 targets:")
         for t in res["targets"]:
             v = t["value"]
-            vs = ("%.3f" % v) if isinstance(v, float) and v < 10 else \
-                "%d" % v
+            if t.get("ratio"):
+                vs = ratio_s(v)
+            else:
+                vs = ("%.3f" % v) if isinstance(v, float) and v < 10 else \
+                    "%d" % v
             lines.append("  [%s] %s: %s%s" % (
                 "ok" if t["ok"] else "MISSED", t["what"], vs,
                 " (budget %d)" % t["budget"] if "budget" in t else ""))
@@ -267,6 +369,13 @@ def table(res):
     lines.append("note: bytes are nginx's $bytes_sent (headers included) "
                  "from its access log; 'bytes/request' is of the 1-job random "
                  "run, where each request is one cold 4 KiB read")
+    lines.append("note: 'bytes/read' is nginx's bytes over the reads fio "
+                 "made (IOPS x seconds), page-cache hits included; in the "
+                 "ratio table it is ours / theirs")
+    if lr:
+        lines.append("note: '+N ms' rows ran through bench/latency_proxy.py, "
+                     "which holds every chunk going to nginx N ms (so each "
+                     "request, on a new or kept-alive connection, pays N ms)")
     lines.append("note: '1st s' is the first second of the cold run (fio's "
                  "IOPS log), the truly cold figure; the %s s average also "
                  "counts reads served by the page cache once earlier misses "

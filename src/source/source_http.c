@@ -880,6 +880,23 @@ static struct chunk *find_cover(struct http_source *hs, uint64_t off,
 	return NULL;
 }
 
+/* Readahead from end must stop where a chunk already held or being
+ * fetched begins: concurrent sequential readers (the kernel's own
+ * readahead sends several reads at once) would otherwise fetch the same
+ * bytes twice. Called with hs->mu held. */
+static uint64_t trim_to_next_chunk(struct http_source *hs, uint64_t end,
+				   uint64_t ra)
+{
+	for (struct chunk *c = hs->chunks; c; c = c->next) {
+		if (c->off + c->len <= end || c->off >= end + ra)
+			continue;
+		if (c->off <= end)
+			return 0; /* the bytes after this read are covered */
+		ra = c->off - end;
+	}
+	return ra;
+}
+
 /* Make room for need unpinned bytes; false if in-flight chunks hold it. */
 static bool make_room(struct http_source *hs, uint64_t need)
 {
@@ -1011,6 +1028,7 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 		ra = stream_note(hs, offset, len, true);
 		if (ra > src->size - offset - len)
 			ra = src->size - offset - len;
+		ra = trim_to_next_chunk(hs, offset + len, ra);
 		c = NULL;
 		if (ra && make_room(hs, len + ra))
 			c = chunk_new(hs, offset, (size_t)(len + ra), false);

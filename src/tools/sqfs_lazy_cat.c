@@ -30,6 +30,7 @@ static int resolve(struct lsq_image *img, const char *path,
 	int ret = lsq_image_inode(img, lsq_image_root(img), &cur);
 
 	while (!ret && *path) {
+		struct lsq_inode child;
 		const char *end;
 
 		while (*path == '/')
@@ -37,7 +38,10 @@ static int resolve(struct lsq_image *img, const char *path,
 		if (!*path)
 			break;
 		end = strchrnul(path, '/');
-		ret = lsq_image_lookup(img, &cur, path, (size_t)(end - path), &cur);
+		ret = lsq_image_lookup(img, &cur, path, (size_t)(end - path),
+				       &child);
+		if (!ret)
+			cur = child;
 		path = end;
 	}
 	if (!ret)

@@ -54,7 +54,7 @@ struct lsq_inode {
 		 * reg: blocks_start, fragment, frag_offset, block list ref;
 		 * symlink: target location */
 		uint64_t a, b, c, d, g;
-		uint32_t e, f;
+		uint32_t e;
 		uint32_t xattr_size; /* bytes of xattrs, for st_blocks */
 		uint32_t disk_type;  /* on-disk inode type, 1..14 */
 	} priv;

@@ -12,11 +12,6 @@ static inline bool lsq_add_u64_overflow(uint64_t a, uint64_t b, uint64_t *res)
 	return __builtin_add_overflow(a, b, res);
 }
 
-static inline bool lsq_mul_u64_overflow(uint64_t a, uint64_t b, uint64_t *res)
-{
-	return __builtin_mul_overflow(a, b, res);
-}
-
 /* true when [off, off+len) does not fit inside [0, limit). */
 static inline bool lsq_range_outside(uint64_t off, uint64_t len, uint64_t limit)
 {

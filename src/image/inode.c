@@ -126,8 +126,6 @@ static int decode_inode(struct lsq_image *img, lsq_inode_ref ref,
 		ino.priv.d = lsq_le32(b + 8);
 		ino.size = lsq_le32(b + 12);
 		ino.priv.b = cursor_ref(cur); /* block list follows */
-		/* st_blocks as the kernel computes it for basic files */
-		ino.priv.f = 0;
 		break;
 	case SQUASHFS_LREG_TYPE:
 		ret = lsq_meta_read(img, cur, b, 40);
@@ -135,7 +133,6 @@ static int decode_inode(struct lsq_image *img, lsq_inode_ref ref,
 			return ret;
 		ino.priv.a = lsq_le64(b);
 		ino.size = lsq_le64(b + 8);
-		ino.priv.f = 1;
 		ino.nlink = lsq_le32(b + 24);
 		ino.priv.c = lsq_le32(b + 28);
 		ino.priv.d = lsq_le32(b + 32);
@@ -239,7 +236,7 @@ void lsq_image_stat(const struct lsq_image *img, const struct lsq_inode *ino,
 		 * extended ones subtract the sparse bytes first. */
 		int64_t size = (int64_t)ino->size, blocks;
 
-		if (ino->priv.f)
+		if (ino->priv.disk_type == SQUASHFS_LREG_TYPE)
 			blocks = (size - (int64_t)ino->priv.g + 511) >> 9;
 		else
 			blocks = size ? ((size - 1) >> 9) + 1 : 0;

@@ -5,6 +5,7 @@ $LSQ_BUILD_DIR/src/pack/sqfs-lazy-pack), CI (missing prerequisites fail
 instead of skipping).
 """
 
+import atexit
 import os
 import shutil
 import subprocess
@@ -43,10 +44,27 @@ def cat_tool():
     return p
 
 
+_shared_packer = None
+
+
+def packer_for_others():
+    """A copy of the packer that other users can execute: the build tree
+    may sit below a private directory (mktemp -d makes 0700 ones)."""
+    global _shared_packer
+    if _shared_packer is None:
+        d = tempfile.mkdtemp(prefix="lsq-pack-bin-")
+        atexit.register(shutil.rmtree, d, True)
+        os.chmod(d, 0o755)
+        _shared_packer = os.path.join(d, "sqfs-lazy-pack")
+        shutil.copy2(packer(), _shared_packer)
+        os.chmod(_shared_packer, 0o755)
+    return _shared_packer
+
+
 def pack(src, out, *args, env=None, check=True, user=None):
     cmd = [packer(), "-q", *args, src, out]
     if user:
-        cmd = ["runuser", "-u", user, "--"] + cmd
+        cmd = ["runuser", "-u", user, "--", packer_for_others()] + cmd[1:]
     e = dict(os.environ)
     e.pop("SOURCE_DATE_EPOCH", None)
     if env:

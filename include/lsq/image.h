@@ -162,14 +162,26 @@ void lsq_image_statfs(const struct lsq_image *img, struct statvfs *st);
 /* Counters for stats output. */
 struct lsq_image_stats {
 	uint64_t source_reads, source_bytes, source_failures;
-	uint64_t meta_hits, meta_misses;
-	uint64_t data_hits, data_misses;
-	uint64_t frag_hits, frag_misses;
+	/* decompressed caches: metadata, data and fragment blocks */
+	uint64_t meta_hits, meta_misses, meta_evictions, meta_bytes;
+	uint64_t data_hits, data_misses, data_evictions, data_bytes;
+	uint64_t frag_hits, frag_misses, frag_evictions, frag_bytes;
+	/* blocks decompressed and the time it took (summed over threads) */
+	uint64_t decompress_calls, decompress_ns;
+	/* caching layer (0 without one): the compressed-range RAM cache
+	 * (block_cache=), the persistent cache (cache_dir=) and the pinned
+	 * metadata region (prefetch_metadata) */
+	uint64_t block_cache_hits, block_cache_misses, block_cache_evictions,
+		block_cache_bytes;
+	uint64_t disk_cache_hits, disk_cache_misses, disk_cache_writes,
+		disk_cache_corrupt, disk_cache_evictions, disk_cache_bytes;
+	uint64_t metadata_pinned_bytes;
 	/* remote sources only (0 otherwise): HTTP transfers including
 	 * retries, body bytes received, retries, reads failed after all
-	 * retries, reads served from the source's pinned/readahead memory */
+	 * retries, reads served from the source's head/readahead memory,
+	 * bytes fetched ahead, transfers running now */
 	uint64_t http_requests, http_bytes, http_retries, http_failures;
-	uint64_t http_memory_hits;
+	uint64_t http_memory_hits, http_readahead_bytes, http_in_flight;
 };
 void lsq_image_get_stats(const struct lsq_image *img,
 			 struct lsq_image_stats *out);

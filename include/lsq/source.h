@@ -50,6 +50,10 @@ struct lsq_source {
 	const struct lsq_source_ops *ops;
 	uint64_t size;      /* bytes readable, fixed for the source's life */
 	char *name;         /* for messages: path or URL (owned, malloc'd) */
+	/* What makes these bytes these bytes (for a URL: URL, size and
+	 * validator), for persistent caches; NULL when the source cannot
+	 * tell (no validator). Owned, malloc'd, freed by destroy. */
+	char *identity;
 	struct lsq_source_stats stats;
 };
 
@@ -74,6 +78,44 @@ int lsq_source_file_open(const char *path, uint64_t base_offset,
  * ownership of data. */
 int lsq_source_mem_create(const void *data, size_t size, const char *name,
 			  struct lsq_source **out);
+
+/* ---- caching layer (any source) ---- */
+
+/* Options of lsq_source_cache_wrap(). */
+struct lsq_cache_options {
+	uint64_t block_cache_bytes; /* RAM for the ranges read (0: none) */
+	int pin_metadata;           /* fetch the advised region (the image's
+				     * metadata) whole on first use; keep it */
+	const char *dir;            /* persistent cache directory, or NULL */
+	uint64_t dir_bytes;         /* bound of the persistent cache */
+};
+
+#define LSQ_CACHE_PIN_MAX (64u * 1024u * 1024u) /* metadata region cap */
+
+/* Counters of a caching layer. */
+struct lsq_cache_stats {
+	uint64_t ram_hits, ram_misses, ram_evictions, ram_bytes;
+	uint64_t disk_hits, disk_misses, disk_writes, disk_corrupt,
+		disk_evictions, disk_bytes;
+	uint64_t pinned_bytes;
+};
+
+/* Put a caching layer in front of inner. Reads are served from the pinned
+ * region, then RAM, then the persistent cache, then inner (and stored on
+ * the way back). On success *out owns inner. A persistent cache that
+ * cannot be used (directory unusable, in use by another daemon, no
+ * identity) is not an error: the layer works without it and warn gets one
+ * line to log. */
+int lsq_source_cache_wrap(struct lsq_source *inner,
+			  const struct lsq_cache_options *opt,
+			  struct lsq_source **out, char *warn, size_t warnlen);
+
+/* LSQ_ERR_INVALID unless src is a caching layer. Thread-safe. */
+int lsq_source_cache_get_stats(const struct lsq_source *src,
+			       struct lsq_cache_stats *out);
+
+/* The source under a caching layer, or src itself. */
+const struct lsq_source *lsq_source_unwrap(const struct lsq_source *src);
 
 /* ---- HTTP(S) source (only functional when built with libcurl) ---- */
 
@@ -103,6 +145,7 @@ struct lsq_http_stats {
 	uint64_t failures;        /* reads that failed after all retries */
 	uint64_t cache_hits;      /* reads served from pinned/readahead memory */
 	uint64_t readahead_bytes; /* bytes fetched beyond what was asked */
+	uint64_t in_flight;       /* transfers running now */
 };
 
 void lsq_http_options_default(struct lsq_http_options *opt);
@@ -123,8 +166,8 @@ int lsq_source_is_url(const char *url);
 int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 			 struct lsq_source **out, char *err, size_t errlen);
 
-/* Copy the counters of an HTTP source; LSQ_ERR_INVALID for any other
- * source. Thread-safe. */
+/* Copy the counters of an HTTP source (also under a caching layer);
+ * LSQ_ERR_INVALID for any other source. Thread-safe. */
 int lsq_source_http_get_stats(const struct lsq_source *src,
 			      struct lsq_http_stats *out);
 

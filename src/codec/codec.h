@@ -56,6 +56,11 @@ int lsq_codec_decompress(struct lsq_codec *codec, const void *in,
 			 size_t in_len, void *out, size_t out_cap,
 			 size_t *out_len);
 
+/* Blocks decompressed and the time spent on them (wall clock, summed
+ * over threads). Thread-safe. */
+void lsq_codec_get_stats(struct lsq_codec *codec, uint64_t *calls,
+			 uint64_t *nanoseconds);
+
 /* Space-separated list of compressors this build supports, for --version. */
 const char *lsq_codec_list(void);
 

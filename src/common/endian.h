@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* endian.h - little-endian loads from unaligned image bytes. */
+/* endian.h - little-endian loads and stores on unaligned bytes. */
 #ifndef LSQ_ENDIAN_H
 #define LSQ_ENDIAN_H
 
@@ -23,6 +23,21 @@ static inline uint64_t lsq_le64(const void *p)
 {
 	const uint8_t *b = p;
 	return (uint64_t)lsq_le32(b) | ((uint64_t)lsq_le32(b + 4) << 32);
+}
+
+static inline void lsq_put_le32(void *p, uint32_t v)
+{
+	uint8_t *b = p;
+	b[0] = (uint8_t)v;
+	b[1] = (uint8_t)(v >> 8);
+	b[2] = (uint8_t)(v >> 16);
+	b[3] = (uint8_t)(v >> 24);
+}
+
+static inline void lsq_put_le64(void *p, uint64_t v)
+{
+	lsq_put_le32(p, (uint32_t)v);
+	lsq_put_le32((uint8_t *)p + 4, (uint32_t)(v >> 32));
 }
 
 #endif

@@ -21,7 +21,7 @@ static void vlog(enum lsq_log_level level, const char *fmt, va_list ap)
 static void vlog(enum lsq_log_level level, const char *fmt, va_list ap)
 {
 	static const int prio[] = { LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG };
-	char line[1024];
+	char line[4096];
 
 	if (level > max_level || level < LSQ_LOG_ERROR)
 		return;

@@ -67,7 +67,7 @@ static void log_http_stats(void)
 static void log_stats(struct lsq_mount *m)
 {
 	struct lsq_image_stats st;
-	char line[512];
+	char line[2048];
 
 	lsq_image_get_stats(m->img, &st);
 	lsq_stats_format_line(&st, line, sizeof(line));
@@ -172,6 +172,7 @@ static int run_loop(struct fuse_session *se,
 static int open_image(const struct lsq_mount_options *opt,
 		      struct lsq_image **img)
 {
+	struct lsq_cache_options copts;
 	struct lsq_source *src;
 	char errbuf[512] = "";
 	int err;
@@ -201,6 +202,22 @@ static int open_image(const struct lsq_mount_options *opt,
 	if (err) {
 		lsq_err_log("%s: %s", opt->image, lsq_strerror(err));
 		return err;
+	}
+	copts = lsq_mount_cache_options(opt, lsq_source_is_url(opt->image));
+	if (copts.block_cache_bytes || copts.pin_metadata || copts.dir) {
+		struct lsq_source *cached;
+
+		errbuf[0] = '\0';
+		err = lsq_source_cache_wrap(src, &copts, &cached, errbuf,
+					    sizeof(errbuf));
+		if (err) {
+			lsq_err_log("%s: %s", opt->image, lsq_strerror(err));
+			lsq_source_destroy(src);
+			return err;
+		}
+		if (errbuf[0])
+			lsq_warn("%s", errbuf);
+		src = cached;
 	}
 	errbuf[0] = '\0';
 	err = lsq_image_open(src, &opt->image_opts, img, errbuf,

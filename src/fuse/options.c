@@ -266,6 +266,38 @@ static int parse_item(struct lsq_mount_options *opt, char *item,
 		NO_VALUE();
 		opt->http_opts.insecure = 1;
 		return LSQ_OK;
+	} else if (IS("block_cache")) {
+		NEED_VALUE();
+		opt->block_cache_given = true;
+		return parse_bytes(name, value,
+				   &opt->cache_opts.block_cache_bytes);
+	} else if (IS("prefetch_metadata") || IS("noprefetch_metadata")) {
+		if (!value)
+			opt->prefetch_metadata = IS("prefetch_metadata");
+		else if (IS("noprefetch_metadata"))
+			NO_VALUE();
+		else if (!strcmp(value, "1") || !strcmp(value, "on"))
+			opt->prefetch_metadata = 1;
+		else if (!strcmp(value, "0") || !strcmp(value, "off"))
+			opt->prefetch_metadata = 0;
+		else
+			return bad_value(name, value, "on, off, 1 or 0");
+		return LSQ_OK;
+	} else if (IS("cache_dir")) {
+		char *copy;
+
+		NEED_VALUE();
+		if (value[0] == '\0')
+			return bad_value(name, value, "a directory");
+		copy = strdup(value);
+		if (!copy)
+			return LSQ_ERR_NOMEM;
+		free((char *)opt->cache_opts.dir);
+		opt->cache_opts.dir = copy;
+		return LSQ_OK;
+	} else if (IS("cache_size")) {
+		NEED_VALUE();
+		return parse_bytes(name, value, &opt->cache_opts.dir_bytes);
 	} else if (IS("dev") || IS("nodev")) {
 		NO_VALUE();
 		opt->dev = IS("dev");
@@ -459,6 +491,8 @@ int lsq_mount_options_parse(struct lsq_mount_options *opt, int argc,
 	opt->attr_timeout = LSQ_DEFAULT_TIMEOUT;
 	lsq_image_options_default(&opt->image_opts);
 	lsq_http_options_default(&opt->http_opts);
+	opt->cache_opts.dir_bytes = LSQ_DEFAULT_CACHE_SIZE;
+	opt->prefetch_metadata = -1;
 	opt->fuse_args = (struct fuse_args)FUSE_ARGS_INIT(0, NULL);
 
 	for (int i = 1; i < argc && !err; i++) {
@@ -543,8 +577,22 @@ void lsq_mount_options_fini(struct lsq_mount_options *opt)
 	for (unsigned i = 0; i < opt->http_opts.nmirrors; i++)
 		free((char *)opt->http_opts.mirrors[i]);
 	memset(&opt->http_opts, 0, sizeof(opt->http_opts));
+	free((char *)opt->cache_opts.dir);
+	opt->cache_opts.dir = NULL;
 	free(opt->mountpoint);
 	opt->mountpoint = NULL;
+}
+
+struct lsq_cache_options
+lsq_mount_cache_options(const struct lsq_mount_options *opt, bool remote)
+{
+	struct lsq_cache_options c = opt->cache_opts;
+
+	if (!opt->block_cache_given)
+		c.block_cache_bytes = remote ? LSQ_DEFAULT_REMOTE_BLOCK_CACHE : 0;
+	c.pin_metadata = opt->prefetch_metadata < 0 ? remote
+						    : opt->prefetch_metadata;
+	return c;
 }
 
 /* "64M" when it is a whole number of a unit, plain bytes otherwise. */
@@ -568,11 +616,13 @@ void lsq_mount_options_help(FILE *out)
 {
 	struct lsq_image_options d;
 	struct lsq_http_options h;
-	char meta[32], data[32], decomp[32], ra[32];
+	char meta[32], data[32], decomp[32], ra[32], bc[32], csize[32];
 
 	lsq_image_options_default(&d);
 	lsq_http_options_default(&h);
 	format_size(ra, sizeof(ra), h.readahead);
+	format_size(bc, sizeof(bc), LSQ_DEFAULT_REMOTE_BLOCK_CACHE);
+	format_size(csize, sizeof(csize), LSQ_DEFAULT_CACHE_SIZE);
 	format_size(meta, sizeof(meta), d.metadata_cache_bytes);
 	format_size(data, sizeof(data), d.data_cache_bytes);
 	if (d.decomp_contexts == 0)
@@ -606,6 +656,13 @@ void lsq_mount_options_help(FILE *out)
 "  metadata_cache=SIZE     decompressed metadata cache (default %s)\n"
 "  data_cache=SIZE         decompressed data block cache (default %s)\n"
 "  fragment_cache=N        fragment blocks kept (default %" PRIu32 ")\n"
+"  block_cache=SIZE        RAM cache of the compressed bytes read (default\n"
+"                          %s for URLs, 0 for files: the page cache has them)\n"
+"  prefetch_metadata[=on|off]  read all metadata in one go at mount and keep\n"
+"                          it (default on for URLs, off for files)\n"
+"  cache_dir=DIR           persistent cache of fetched bytes, reused by later\n"
+"                          mounts of the same image (default none)\n"
+"  cache_size=SIZE         bound of the cache_dir cache per image (default %s)\n"
 "  entry_timeout=SECONDS   kernel name cache timeout (default %.0f)\n"
 "  attr_timeout=SECONDS    kernel attribute cache timeout (default %.0f)\n"
 "  dev, nodev              honour device files (default nodev)\n"
@@ -646,7 +703,7 @@ void lsq_mount_options_help(FILE *out)
 "1024). SIGUSR1 logs the counters; SIGTERM, SIGINT or fusermount3 -u\n"
 "unmount.\n",
 		LSQ_MAX_THREADS, LSQ_DEFAULT_THREADS, decomp, meta, data,
-		d.fragment_cache_blocks, LSQ_DEFAULT_TIMEOUT,
+		d.fragment_cache_blocks, bc, csize, LSQ_DEFAULT_TIMEOUT,
 		LSQ_DEFAULT_TIMEOUT, LSQ_MAX_HTTP_CONNECTIONS,
 		h.max_connections, h.retries, h.connect_timeout, h.timeout,
 		ra, LSQ_HTTP_MAX_MIRRORS);

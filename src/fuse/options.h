@@ -25,6 +25,11 @@
 #define LSQ_DEFAULT_TIMEOUT 86400.0
 #define LSQ_MAX_HTTP_CONNECTIONS 64u
 #define LSQ_MAX_HTTP_READAHEAD (64u * 1024u * 1024u)
+/* Caching layer defaults (docs/caching.md): remote images get a RAM cache
+ * of what was fetched and their metadata prefetched; local files have the
+ * kernel's page cache under them and get neither unless asked. */
+#define LSQ_DEFAULT_REMOTE_BLOCK_CACHE (256u * 1024u * 1024u)
+#define LSQ_DEFAULT_CACHE_SIZE (1024ull * 1024u * 1024u)
 
 enum lsq_mount_mode {
 	LSQ_MODE_MOUNT,
@@ -53,6 +58,11 @@ struct lsq_mount_options {
 	bool allow_other;
 	/* for http://, https:// and file:// images; strings owned */
 	struct lsq_http_options http_opts;
+	/* caching layer; dir owned. block_cache and prefetch_metadata have
+	 * per-source defaults, so "not given" is kept apart. */
+	struct lsq_cache_options cache_opts;
+	bool block_cache_given;
+	int prefetch_metadata;  /* -1 not given, 0, 1 */
 	/* argv for libfuse: argv[0], then -o options (owned) */
 	struct fuse_args fuse_args;
 };
@@ -64,6 +74,11 @@ int lsq_mount_options_parse(struct lsq_mount_options *opt, int argc,
 			    char **argv);
 
 void lsq_mount_options_fini(struct lsq_mount_options *opt);
+
+/* The caching options for this image, defaults resolved by its kind
+ * (remote or local file). */
+struct lsq_cache_options
+lsq_mount_cache_options(const struct lsq_mount_options *opt, bool remote);
 
 /* The --help text. */
 void lsq_mount_options_help(FILE *out);

@@ -340,6 +340,7 @@ void lsq_image_get_stats(const struct lsq_image *img,
 			 struct lsq_image_stats *out)
 {
 	struct lsq_block_cache_stats cs;
+	struct lsq_cache_stats ls;
 	struct lsq_http_stats hs;
 
 	memset(out, 0, sizeof(*out));
@@ -349,17 +350,40 @@ void lsq_image_get_stats(const struct lsq_image *img,
 	lsq_block_cache_get_stats(img->meta_cache, &cs);
 	out->meta_hits = cs.hits;
 	out->meta_misses = cs.misses;
+	out->meta_evictions = cs.evictions;
+	out->meta_bytes = cs.bytes;
 	lsq_block_cache_get_stats(img->data_cache, &cs);
 	out->data_hits = cs.hits;
 	out->data_misses = cs.misses;
+	out->data_evictions = cs.evictions;
+	out->data_bytes = cs.bytes;
 	lsq_block_cache_get_stats(img->frag_cache, &cs);
 	out->frag_hits = cs.hits;
 	out->frag_misses = cs.misses;
+	out->frag_evictions = cs.evictions;
+	out->frag_bytes = cs.bytes;
+	lsq_codec_get_stats(img->codec, &out->decompress_calls,
+			    &out->decompress_ns);
+	if (lsq_source_cache_get_stats(img->src, &ls) == LSQ_OK) {
+		out->block_cache_hits = ls.ram_hits;
+		out->block_cache_misses = ls.ram_misses;
+		out->block_cache_evictions = ls.ram_evictions;
+		out->block_cache_bytes = ls.ram_bytes;
+		out->disk_cache_hits = ls.disk_hits;
+		out->disk_cache_misses = ls.disk_misses;
+		out->disk_cache_writes = ls.disk_writes;
+		out->disk_cache_corrupt = ls.disk_corrupt;
+		out->disk_cache_evictions = ls.disk_evictions;
+		out->disk_cache_bytes = ls.disk_bytes;
+		out->metadata_pinned_bytes = ls.pinned_bytes;
+	}
 	if (lsq_source_http_get_stats(img->src, &hs) == LSQ_OK) {
 		out->http_requests = hs.requests;
 		out->http_bytes = hs.bytes_fetched;
 		out->http_retries = hs.retries;
 		out->http_failures = hs.failures;
 		out->http_memory_hits = hs.cache_hits;
+		out->http_readahead_bytes = hs.readahead_bytes;
+		out->http_in_flight = hs.in_flight;
 	}
 }

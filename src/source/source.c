@@ -35,6 +35,9 @@ void lsq_source_advise(struct lsq_source *src, uint64_t offset, uint64_t len)
 
 void lsq_source_destroy(struct lsq_source *src)
 {
-	if (src)
+	if (src) {
+		free(src->identity);
+		src->identity = NULL;
 		src->ops->destroy(src);
+	}
 }

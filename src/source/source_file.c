@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* source_file.c - a local file as byte source (pread, no shared offset). */
 #include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +114,13 @@ int lsq_source_file_open(const char *path, uint64_t base_offset,
 	fs->base.size = (uint64_t)st.st_size - base_offset;
 	fs->fd = fd;
 	fs->base_offset = base_offset;
+	/* The file's identity as far as the metadata tells; a persistent
+	 * cache keyed by it forgets the file when it is replaced. */
+	if (asprintf(&fs->base.identity, "file\n%ju:%ju\n%jd\n%jd.%09ld\n%ju",
+		     (uintmax_t)st.st_dev, (uintmax_t)st.st_ino,
+		     (intmax_t)st.st_size, (intmax_t)st.st_mtim.tv_sec,
+		     st.st_mtim.tv_nsec, (uintmax_t)base_offset) < 0)
+		fs->base.identity = NULL;
 	*out = &fs->base;
 	return LSQ_OK;
 

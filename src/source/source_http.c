@@ -6,12 +6,13 @@
  *  - open: one ranged GET of the first 64 KiB probes size, ETag and
  *    Last-Modified and keeps those bytes pinned (superblock + compressor
  *    options); every mirror is probed the same way and must match.
- *  - advise (called by the image right after the superblock): marks the
- *    metadata region; the first read inside it fetches the whole region in
- *    one request and keeps it pinned (at most LSQ_HTTP_PIN_MAX bytes).
- *  - reads: a hit in pinned or readahead memory is a memcpy; a sequential
- *    miss fetches ahead into a bounded cache; any other miss is one range
- *    GET written straight into the caller's buffer.
+ *  - the metadata region is pinned by the caching layer in front
+ *    (source_cache.c), which reads it whole through this source.
+ *  - reads: a hit in the head or readahead memory is a memcpy; a miss
+ *    that continues a sequential stream fetches one window ahead and has
+ *    the prefetch workers keep further windows loading in the background
+ *    (several requests in flight over a slow link); any other miss is one
+ *    range GET written straight into the caller's buffer.
  *  - every range request carries If-Range (strong ETag, else
  *    Last-Modified) and every response is checked (status 206,
  *    Content-Range equal to the asked range and the recorded total, ETag);
@@ -19,9 +20,10 @@
  *  - transient faults are retried with exponential backoff and jitter,
  *    rotating through the mirrors; a read that still fails logs one line.
  *
- * Threads: none of our own. Easy handles come from a small pool (mutex +
- * condvar); no lock is held across a transfer. libcurl types stay in this
- * file.
+ * Threads: up to LSQ_HTTP_MAX_PREFETCH prefetch workers, started with
+ * the first sequential stream. Easy handles come from a small pool (mutex
+ * + condvar); no lock is held across a transfer. libcurl types stay in
+ * this file.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -145,11 +147,12 @@ int lsq_source_http_get_stats(const struct lsq_source *src,
 #include "source/curl_lazy.h"
 
 /* Limits and policy constants, documented in docs/http-source.md. */
-#define LSQ_HTTP_PIN_MAX (64u * 1024u * 1024u)  /* metadata region cap */
 #define LSQ_HTTP_RA_FACTOR 8u          /* readahead cache = 8 x readahead */
 #define LSQ_HTTP_RA_MIN_CACHE (4u * 1024u * 1024u)
 #define LSQ_HTTP_RA_START (128u * 1024u)  /* first readahead window */
 #define LSQ_HTTP_STREAMS 8             /* sequential streams tracked */
+#define LSQ_HTTP_RA_SLACK (512u * 1024u) /* reordering a stream tolerates */
+#define LSQ_HTTP_MAX_PREFETCH 4        /* prefetch workers at most */
 #define LSQ_HTTP_BACKOFF_BASE 0.2      /* seconds, doubled per retry */
 #define LSQ_HTTP_BACKOFF_MAX 8.0
 #define LSQ_HTTP_RETRY_AFTER_MAX 30.0
@@ -187,12 +190,17 @@ struct chunk {
 	unsigned refs;
 	bool ready;
 	bool pinned;
+	bool prefetch; /* loaded by a prefetch worker */
 	bool dead;    /* unlinked; freed by the last ref */
+	struct chunk *qnext;  /* in the prefetch queue */
 };
 
 struct stream {
-	uint64_t end;     /* where the next sequential read starts */
-	uint64_t window;  /* current readahead window */
+	uint64_t end;        /* where the next sequential read starts */
+	uint64_t window;     /* bytes per readahead request (grows) */
+	uint64_t fetched_to; /* end of what was requested for it */
+	uint64_t ahead;      /* bytes to keep loading past end (grows when
+			      * the reader catches up with the loads) */
 	uint64_t stamp;
 };
 
@@ -223,13 +231,18 @@ struct http_source {
 	uint64_t ra_limit;
 	struct stream streams[LSQ_HTTP_STREAMS];
 	uint64_t clock;
-	uint64_t pin_off, pin_len;
-	int pin_state;             /* 0 none, 1 wanted, 2 loading/loaded */
+
+	/* prefetch workers (started on the first sequential stream) */
+	pthread_cond_t queue_cv;
+	struct chunk *queue, *queue_tail;
+	pthread_t *prefetchers;
+	unsigned nprefetchers, prefetch_max, prefetch_inflight;
+	bool prefetch_started, stopping;
 
 	atomic_bool changed;
 	atomic_uint_least64_t seed;
 	atomic_uint_least64_t requests, bytes_fetched, retries, failures,
-		cache_hits, readahead_bytes;
+		cache_hits, readahead_bytes, in_flight;
 };
 
 static const struct lsq_source_ops http_ops;
@@ -730,7 +743,9 @@ static void transfer(struct xfer *x, const struct curl_slist *headers)
 	x->verdict = V_OK;
 	x->why[0] = '\0';
 	atomic_fetch_add_explicit(&hs->requests, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&hs->in_flight, 1, memory_order_relaxed);
 	rc = curl_easy_perform(h->curl);
+	atomic_fetch_sub_explicit(&hs->in_flight, 1, memory_order_relaxed);
 
 	if (rc == CURLE_OK) {
 		if (!x->final_seen)
@@ -780,9 +795,11 @@ static double backoff(struct http_source *hs, unsigned attempt,
 /* Fetch [off, off+len) of the image (source coordinates) into buf, with
  * retries and mirror failover. */
 static int fetch(struct http_source *hs, uint8_t *buf, size_t len,
-		 uint64_t off)
+		 uint64_t off, bool speculative)
 {
-	unsigned tries = hs->opt.retries + 1;
+	/* A failed readahead costs nothing: the reader fetches for itself,
+	 * with retries, and reports. */
+	unsigned tries = speculative ? 1 : hs->opt.retries + 1;
 	enum verdict last = V_RETRY;
 	struct xfer x;
 	char why[256] = "";
@@ -825,6 +842,12 @@ static int fetch(struct http_source *hs, uint8_t *buf, size_t len,
 			break;
 		if (attempt + 1 < tries && !(x.verdict == V_FATAL))
 			sleep_seconds(backoff(hs, attempt, x.retry_after));
+	}
+	if (speculative) {
+		lsq_debug("%s: readahead of bytes %" PRIu64 "-%" PRIu64
+			  " failed: %s", url, off + hs->base_offset,
+			  off + hs->base_offset + len - 1, why);
+		return LSQ_ERR_IO;
 	}
 	atomic_fetch_add_explicit(&hs->failures, 1, memory_order_relaxed);
 	lsq_err_log("%s: read of bytes %" PRIu64 "-%" PRIu64 " failed: %s",
@@ -943,46 +966,151 @@ static struct chunk *chunk_new(struct http_source *hs, uint64_t off,
 	return c;
 }
 
-/* Sequential detection: how much to fetch beyond [off, off+len). Called
- * with hs->mu held. */
-static uint64_t stream_note(struct http_source *hs, uint64_t off, size_t len,
-			    bool miss)
+/* Sequential detection (hs->mu held): the stream this read continues,
+ * advanced past it, or NULL when the read starts a new stream (which
+ * replaces the least recently used). Reads a little out of order still
+ * count: the kernel and the FUSE workers deliver a sequential reader's
+ * requests in parallel. */
+static struct stream *stream_advance(struct http_source *hs, uint64_t off,
+				     size_t len)
 {
 	struct stream *oldest = &hs->streams[0];
-	uint64_t ra = 0;
 
 	hs->clock++;
 	for (unsigned i = 0; i < LSQ_HTTP_STREAMS; i++) {
 		struct stream *s = &hs->streams[i];
 
-		if (s->stamp && s->end == off) {
-			if (miss) {
-				ra = s->window;
-				s->window *= 2;
-				if (s->window > hs->opt.readahead)
-					s->window = hs->opt.readahead;
-			}
-			s->end = off + len;
+		if (s->stamp && off + LSQ_HTTP_RA_SLACK >= s->end &&
+		    off <= s->end + LSQ_HTTP_RA_SLACK) {
+			if (off + len > s->end)
+				s->end = off + len;
 			s->stamp = hs->clock;
-			return ra;
+			return s;
 		}
 		if (s->stamp < oldest->stamp)
 			oldest = s;
 	}
 	oldest->end = off + len;
+	oldest->fetched_to = off + len;
 	oldest->stamp = hs->clock;
 	oldest->window = hs->opt.readahead < LSQ_HTTP_RA_START
 				 ? hs->opt.readahead : LSQ_HTTP_RA_START;
-	return 0;
+	oldest->ahead = hs->opt.readahead;
+	return NULL;
+}
+
+static void grow_window(struct http_source *hs, struct stream *s)
+{
+	s->window *= 2;
+	if (s->window > hs->opt.readahead)
+		s->window = hs->opt.readahead;
+}
+
+static void *prefetch_worker(void *arg);
+
+static bool start_prefetchers(struct http_source *hs)
+{
+	if (hs->prefetch_started)
+		return hs->nprefetchers > 0;
+	hs->prefetch_started = true;
+	for (unsigned i = 0; i < hs->prefetch_max; i++) {
+		if (pthread_create(&hs->prefetchers[i], NULL, prefetch_worker,
+				   hs) != 0)
+			break;
+		hs->nprefetchers++;
+	}
+	return hs->nprefetchers > 0;
+}
+
+/* Keep up to s->ahead bytes past the reader loading in the background,
+ * one window per request, so a sequential reader over a slow link finds
+ * its next bytes already in memory. hs->mu held. */
+static void schedule_ahead(struct http_source *hs, struct stream *s)
+{
+	uint64_t size = hs->base.size;
+
+	for (unsigned guard = 0; guard < 4 * LSQ_HTTP_MAX_PREFETCH; guard++) {
+		uint64_t start = s->fetched_to, n = s->window;
+		struct chunk *c;
+
+		if (start < s->end)
+			start = s->fetched_to = s->end;
+		if (start >= size || start >= s->end + s->ahead ||
+		    hs->prefetch_inflight >= hs->nprefetchers)
+			return;
+		if (n > size - start)
+			n = size - start;
+		n = trim_to_next_chunk(hs, start, n);
+		if (n == 0) {  /* held or loading already: look past it */
+			c = find_cover(hs, start, 1);
+			if (!c)
+				return;
+			s->fetched_to = c->off + c->len;
+			continue;
+		}
+		if (!make_room(hs, n))
+			return;
+		c = chunk_new(hs, start, (size_t)n, false);
+		if (!c)
+			return;
+		c->refs = 1;  /* the job's */
+		c->prefetch = true;
+		if (hs->queue_tail)
+			hs->queue_tail->qnext = c;
+		else
+			hs->queue = c;
+		hs->queue_tail = c;
+		hs->prefetch_inflight++;
+		s->fetched_to = start + n;
+		grow_window(hs, s);
+		pthread_cond_signal(&hs->queue_cv);
+	}
+}
+
+static void *prefetch_worker(void *arg)
+{
+	struct http_source *hs = arg;
+
+	pthread_mutex_lock(&hs->mu);
+	for (;;) {
+		struct chunk *c;
+		int ret;
+
+		while (!hs->stopping && !hs->queue)
+			pthread_cond_wait(&hs->queue_cv, &hs->mu);
+		if (hs->stopping)
+			break;
+		c = hs->queue;
+		hs->queue = c->qnext;
+		if (!hs->queue)
+			hs->queue_tail = NULL;
+		c->qnext = NULL;
+		pthread_mutex_unlock(&hs->mu);
+		ret = fetch(hs, c->data, c->len, c->off, true);
+		if (ret == LSQ_OK)
+			atomic_fetch_add_explicit(&hs->readahead_bytes, c->len,
+						  memory_order_relaxed);
+		pthread_mutex_lock(&hs->mu);
+		hs->prefetch_inflight--;
+		if (ret == LSQ_OK)
+			c->ready = true;
+		else if (!c->dead)
+			chunk_unlink(hs, c);  /* a reader fetches it itself */
+		chunk_put(hs, c);
+		pthread_cond_broadcast(&hs->cv);
+	}
+	pthread_mutex_unlock(&hs->mu);
+	return NULL;
 }
 
 static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 			uint64_t offset)
 {
 	struct http_source *hs = (struct http_source *)src;
+	struct stream *s = NULL;
 	struct chunk *c;
 	uint64_t ra = 0;
-	bool pin = false;
+	bool waited = false;
 	int ret;
 
 	if (atomic_load(&hs->changed))
@@ -1001,8 +1129,17 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 				hs->ra_bytes += c->len;
 				chunk_link_front(hs, c);
 			}
-			if (!c->pinned && hs->opt.readahead)
-				(void)stream_note(hs, offset, len, false);
+			if (!c->pinned && hs->opt.readahead) {
+				s = stream_advance(hs, offset, len);
+				if (s && waited) {
+					/* the reader caught up: go further */
+					s->ahead += hs->opt.readahead;
+					if (s->ahead > hs->ra_limit / 2)
+						s->ahead = hs->ra_limit / 2;
+				}
+				if (s && start_prefetchers(hs))
+					schedule_ahead(hs, s);
+			}
 			pthread_mutex_unlock(&hs->mu);
 			memcpy(buf, c->data + (offset - c->off), len);
 			atomic_fetch_add_explicit(&hs->cache_hits, 1,
@@ -1013,72 +1150,53 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 			return LSQ_OK;
 		}
 		/* someone is loading it: wait for that one load */
+		waited = waited || c->prefetch;
 		pthread_cond_wait(&hs->cv, &hs->mu);
 	}
 
-	if (hs->pin_state == 1 && offset >= hs->pin_off &&
-	    offset + len <= hs->pin_off + hs->pin_len) {
-		c = chunk_new(hs, hs->pin_off, (size_t)hs->pin_len, true);
-		if (c) {
-			hs->pin_state = 2;
-			pin = true;
+	c = NULL;
+	if (hs->opt.readahead) {
+		s = stream_advance(hs, offset, len);
+		if (s) {
+			ra = s->window;
+			if (ra > src->size - offset - len)
+				ra = src->size - offset - len;
+			ra = trim_to_next_chunk(hs, offset + len, ra);
+			if (ra && make_room(hs, len + ra))
+				c = chunk_new(hs, offset, (size_t)(len + ra),
+					      false);
+			if (c) {
+				c->refs = 1;
+				if (s->fetched_to < offset + len + ra)
+					s->fetched_to = offset + len + ra;
+				grow_window(hs, s);
+			}
+			if (start_prefetchers(hs))
+				schedule_ahead(hs, s);
 		}
 	}
-	if (!pin && hs->opt.readahead) {
-		ra = stream_note(hs, offset, len, true);
-		if (ra > src->size - offset - len)
-			ra = src->size - offset - len;
-		ra = trim_to_next_chunk(hs, offset + len, ra);
-		c = NULL;
-		if (ra && make_room(hs, len + ra))
-			c = chunk_new(hs, offset, (size_t)(len + ra), false);
-		if (!c)
-			ra = 0;
-	}
-	if (!pin && !ra) {
+	if (!c) {
 		pthread_mutex_unlock(&hs->mu);
-		return fetch(hs, buf, len, offset);
+		return fetch(hs, buf, len, offset, false);
 	}
 
 	/* c is a loading chunk we own; nobody else fetches it. */
 	pthread_mutex_unlock(&hs->mu);
-	ret = fetch(hs, c->data, c->len, c->off);
+	ret = fetch(hs, c->data, c->len, c->off, false);
 	if (ret == LSQ_OK) {
 		memcpy(buf, c->data + (offset - c->off), len);
-		if (ra)
-			atomic_fetch_add_explicit(&hs->readahead_bytes, ra,
-						  memory_order_relaxed);
+		atomic_fetch_add_explicit(&hs->readahead_bytes, ra,
+					  memory_order_relaxed);
 	}
 	pthread_mutex_lock(&hs->mu);
-	if (ret == LSQ_OK) {
+	if (ret == LSQ_OK)
 		c->ready = true;
-	} else {
+	else if (!c->dead)
 		chunk_unlink(hs, c);
-		if (pin)
-			hs->pin_state = 1;  /* try again on the next read */
-	}
 	chunk_put(hs, c);
 	pthread_cond_broadcast(&hs->cv);
 	pthread_mutex_unlock(&hs->mu);
 	return ret;
-}
-
-/* Non-blocking: remember the first advised region (the image's metadata)
- * and fetch it whole on the first read that falls inside it. */
-static void http_advise(struct lsq_source *src, uint64_t offset, uint64_t len)
-{
-	struct http_source *hs = (struct http_source *)src;
-
-	if (len == 0 || len > LSQ_HTTP_PIN_MAX || offset >= src->size ||
-	    len > src->size - offset)
-		return;
-	pthread_mutex_lock(&hs->mu);
-	if (hs->pin_state == 0) {
-		hs->pin_off = offset;
-		hs->pin_len = len;
-		hs->pin_state = 1;
-	}
-	pthread_mutex_unlock(&hs->mu);
 }
 
 static void free_mirrors(struct http_source *hs)
@@ -1095,6 +1213,25 @@ static void free_mirrors(struct http_source *hs)
 static void http_destroy(struct lsq_source *src)
 {
 	struct http_source *hs = (struct http_source *)src;
+
+	/* Stop the prefetchers: queued jobs are dropped, running ones end
+	 * within the transfer timeouts. */
+	pthread_mutex_lock(&hs->mu);
+	hs->stopping = true;
+	while (hs->queue) {
+		struct chunk *c = hs->queue;
+
+		hs->queue = c->qnext;
+		if (!c->dead)
+			chunk_unlink(hs, c);
+		chunk_put(hs, c);
+	}
+	hs->queue_tail = NULL;
+	pthread_cond_broadcast(&hs->queue_cv);
+	pthread_mutex_unlock(&hs->mu);
+	for (unsigned i = 0; i < hs->nprefetchers; i++)
+		pthread_join(hs->prefetchers[i], NULL);
+	free(hs->prefetchers);
 
 	while (hs->chunks) {
 		struct chunk *c = hs->chunks;
@@ -1115,6 +1252,7 @@ static void http_destroy(struct lsq_source *src)
 	pthread_cond_destroy(&hs->pool_cv);
 	pthread_mutex_destroy(&hs->mu);
 	pthread_cond_destroy(&hs->cv);
+	pthread_cond_destroy(&hs->queue_cv);
 	free_mirrors(hs);
 	curl_slist_free_all(hs->user_headers);
 	free(hs->cacert);
@@ -1124,23 +1262,27 @@ static void http_destroy(struct lsq_source *src)
 
 static const struct lsq_source_ops http_ops = {
 	.read_at = http_read_at,
-	.advise = http_advise,
 	.destroy = http_destroy,
 };
 
 int lsq_source_http_get_stats(const struct lsq_source *src,
 			      struct lsq_http_stats *out)
 {
-	const struct http_source *hs = (const struct http_source *)src;
+	const struct http_source *hs;
 
-	if (!src || src->ops != &http_ops)
+	if (!src)
 		return LSQ_ERR_INVALID;
+	src = lsq_source_unwrap(src);
+	if (src->ops != &http_ops)
+		return LSQ_ERR_INVALID;
+	hs = (const struct http_source *)src;
 	out->requests = atomic_load(&hs->requests);
 	out->bytes_fetched = atomic_load(&hs->bytes_fetched);
 	out->retries = atomic_load(&hs->retries);
 	out->failures = atomic_load(&hs->failures);
 	out->cache_hits = atomic_load(&hs->cache_hits);
 	out->readahead_bytes = atomic_load(&hs->readahead_bytes);
+	out->in_flight = atomic_load(&hs->in_flight);
 	return LSQ_OK;
 }
 
@@ -1431,6 +1573,12 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 	pthread_cond_init(&hs->pool_cv, NULL);
 	pthread_mutex_init(&hs->mu, NULL);
 	pthread_cond_init(&hs->cv, NULL);
+	pthread_cond_init(&hs->queue_cv, NULL);
+	/* Leave one connection for the readers' own misses. */
+	hs->prefetch_max = hs->opt.max_connections > 1
+				   ? hs->opt.max_connections - 1 : 1;
+	if (hs->prefetch_max > LSQ_HTTP_MAX_PREFETCH)
+		hs->prefetch_max = LSQ_HTTP_MAX_PREFETCH;
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		pthread_mutex_init(&hs->share_locks[i], NULL);
 	hs->base.ops = &http_ops;
@@ -1438,7 +1586,9 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 	hs->free_handles = calloc(hs->opt.max_connections,
 				  sizeof(*hs->free_handles));
 	hs->mirrors = calloc(1 + opt->nmirrors, sizeof(*hs->mirrors));
-	if (!hs->base.name || !hs->free_handles || !hs->mirrors)
+	hs->prefetchers = calloc(hs->prefetch_max, sizeof(*hs->prefetchers));
+	if (!hs->base.name || !hs->free_handles || !hs->mirrors ||
+	    !hs->prefetchers)
 		goto fail;
 	hs->nmirrors = 1 + opt->nmirrors;
 	for (unsigned i = 0; i < hs->nmirrors; i++) {
@@ -1475,6 +1625,19 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 	ret = open_mirrors(hs, err, errlen);
 	if (ret)
 		goto fail;
+	/* Without a validator the same URL and size could be another image:
+	 * no identity, so no persistent cache trusts it. */
+	if (hs->mirrors[0].etag || hs->mirrors[0].last_modified) {
+		const struct mirror *m = &hs->mirrors[0];
+
+		if (asprintf(&hs->base.identity, "%s\n%" PRIu64 "\n%" PRIu64
+			     "\n%s", m->url, hs->total, hs->base_offset,
+			     m->etag ? m->etag : m->last_modified) < 0) {
+			hs->base.identity = NULL;
+			ret = LSQ_ERR_NOMEM;
+			goto fail;
+		}
+	}
 	*out = &hs->base;
 	return LSQ_OK;
 fail:

@@ -1,0 +1,747 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * disk_cache.c - see disk_cache.h.
+ *
+ * Files per image, named by a 128-bit hash of its identity:
+ *   NAME.data  a sparse file as large as the image; a cached range sits at
+ *              its own image offset, so no allocator is needed.
+ *   NAME.log   a 32-byte header, then 32-byte records, each "bytes
+ *              [off, off+len) have CRC c" (ADD) or "[off, off+len) is gone"
+ *              (DROP), each with a CRC of its own so a torn tail is skipped.
+ *   NAME.lock  flock()ed by the owning daemon; never renamed (the log is,
+ *              when compacted), so the lock always means the same files.
+ *
+ * Store order: data first (pwrite), then its ADD record (one O_APPEND
+ * write). A kill -9 between the two leaves bytes that no record names;
+ * open punches every allocated extent that no live record covers, so the
+ * budget holds across crashes. Reads check the CRC, so bytes that never
+ * reached the disk, or that a racing eviction punched, read as a miss.
+ *
+ * In memory: shards by offset, each a hash table plus a CLOCK ring with
+ * its own mutex and an equal share of the budget.
+ */
+#include "cache/disk_cache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "common/endian.h"
+#include "common/log.h"
+#include "lsq/error.h"
+
+#define DC_SHARDS 16
+#define DC_REC 32
+#define DC_MAGIC "SQLZDC01"
+#define DC_COMPACT_SLACK 1024  /* dead records tolerated before a rewrite */
+
+enum { REC_ADD = 1, REC_DROP = 2 };
+
+struct dc_entry {
+	uint64_t off;
+	uint32_t len, crc;
+	bool referenced;                 /* CLOCK's second chance */
+	struct dc_entry *hnext;          /* hash chain */
+	struct dc_entry *prev, *next;    /* CLOCK ring */
+};
+
+struct dc_shard {
+	pthread_mutex_t mu;
+	struct dc_entry **buckets;
+	size_t nbuckets;                 /* power of two */
+	size_t count;
+	struct dc_entry *hand;           /* NULL when the ring is empty */
+	uint64_t bytes;                  /* entries plus writes in flight */
+	uint64_t budget;
+};
+
+struct lsq_disk_cache {
+	int data_fd, log_fd, lock_fd;
+	uint64_t image_size;
+	uint8_t header[DC_REC];
+	char *log_path;
+	struct dc_shard shards[DC_SHARDS];
+	atomic_uint_least64_t hits, misses, writes, corrupt, evictions;
+	atomic_bool disabled;            /* a store failed: stop storing */
+	atomic_uint_least64_t records;   /* in the log, live or dead */
+};
+
+/* ---- hashing ---- */
+
+static uint64_t fnv1a64(uint64_t h, const char *s)
+{
+	for (; *s; s++) {
+		h ^= (uint8_t)*s;
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	x ^= x >> 33;
+	return x;
+}
+
+static uint32_t crc_of(const void *buf, size_t len)
+{
+	return (uint32_t)crc32_z(crc32_z(0, Z_NULL, 0), buf, len);
+}
+
+static struct dc_shard *shard_of(struct lsq_disk_cache *dc, uint64_t off)
+{
+	return &dc->shards[mix64(off) >> 60];
+}
+
+/* ---- one shard: hash table + CLOCK ring (caller holds mu) ---- */
+
+static size_t bucket_of(const struct dc_shard *sh, uint64_t off)
+{
+	return (size_t)(mix64(off ^ 0x9e3779b97f4a7c15ull) & (sh->nbuckets - 1));
+}
+
+static struct dc_entry *shard_find(struct dc_shard *sh, uint64_t off)
+{
+	if (!sh->nbuckets)
+		return NULL;
+	for (struct dc_entry *e = sh->buckets[bucket_of(sh, off)]; e;
+	     e = e->hnext)
+		if (e->off == off)
+			return e;
+	return NULL;
+}
+
+static bool shard_grow(struct dc_shard *sh)
+{
+	size_t n = sh->nbuckets ? sh->nbuckets * 2 : 64;
+	struct dc_entry **b = calloc(n, sizeof(*b));
+	struct dc_entry **old = sh->buckets;
+	size_t oldn = sh->nbuckets;
+
+	if (!b)
+		return false;
+	sh->buckets = b;
+	sh->nbuckets = n;
+	for (size_t i = 0; i < oldn; i++) {
+		struct dc_entry *e = old[i], *next;
+
+		for (; e; e = next) {
+			size_t k = bucket_of(sh, e->off);
+
+			next = e->hnext;
+			e->hnext = b[k];
+			b[k] = e;
+		}
+	}
+	free(old);
+	return true;
+}
+
+/* New entries go just behind the hand: the last the hand reaches. */
+static bool shard_insert(struct dc_shard *sh, struct dc_entry *e)
+{
+	size_t k;
+
+	if (sh->count >= sh->nbuckets && !shard_grow(sh) && !sh->nbuckets)
+		return false;
+	k = bucket_of(sh, e->off);
+	e->hnext = sh->buckets[k];
+	sh->buckets[k] = e;
+	if (sh->hand) {
+		e->next = sh->hand;
+		e->prev = sh->hand->prev;
+		e->prev->next = e;
+		sh->hand->prev = e;
+	} else {
+		e->prev = e->next = e;
+		sh->hand = e;
+	}
+	sh->count++;
+	sh->bytes += e->len;
+	return true;
+}
+
+static void shard_remove(struct dc_shard *sh, struct dc_entry *e)
+{
+	struct dc_entry **pp = &sh->buckets[bucket_of(sh, e->off)];
+
+	while (*pp != e)
+		pp = &(*pp)->hnext;
+	*pp = e->hnext;
+	if (e->next == e) {
+		sh->hand = NULL;
+	} else {
+		e->prev->next = e->next;
+		e->next->prev = e->prev;
+		if (sh->hand == e)
+			sh->hand = e->next;
+	}
+	sh->count--;
+	sh->bytes -= e->len;
+}
+
+static struct dc_entry *shard_evict_one(struct dc_shard *sh)
+{
+	struct dc_entry *victim;
+
+	while (sh->hand->referenced) {
+		sh->hand->referenced = false;
+		sh->hand = sh->hand->next;
+	}
+	victim = sh->hand;
+	shard_remove(sh, victim);
+	return victim;
+}
+
+/* ---- files ---- */
+
+static void rec_encode(uint8_t r[DC_REC], uint32_t kind, uint64_t off,
+		       uint32_t len, uint32_t crc)
+{
+	memset(r, 0, DC_REC);
+	lsq_put_le64(r, off);
+	lsq_put_le32(r + 8, len);
+	lsq_put_le32(r + 12, crc);
+	lsq_put_le32(r + 16, kind);
+	lsq_put_le32(r + 28, crc_of(r, 28));
+}
+
+static void append_record(struct lsq_disk_cache *dc, uint32_t kind,
+			  uint64_t off, uint32_t len, uint32_t crc)
+{
+	uint8_t r[DC_REC];
+
+	rec_encode(r, kind, off, len, crc);
+	/* One write on an O_APPEND descriptor: records never interleave. */
+	if (write(dc->log_fd, r, DC_REC) != DC_REC) {
+		lsq_log_once(UINT64_MAX - 1, LSQ_LOG_WARNING,
+			     "cache_dir: cannot append to %s: %s; storing stops",
+			     dc->log_path, strerror(errno));
+		atomic_store(&dc->disabled, true);
+		return;
+	}
+	atomic_fetch_add_explicit(&dc->records, 1, memory_order_relaxed);
+}
+
+static void punch(struct lsq_disk_cache *dc, uint64_t off, uint64_t len)
+{
+	if (fallocate(dc->data_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      (off_t)off, (off_t)len) < 0) {
+		/* Without holes the budget cannot hold: stop storing. */
+		lsq_log_once(UINT64_MAX - 2, LSQ_LOG_WARNING,
+			     "cache_dir: cannot free space in the cache file: %s; storing stops",
+			     strerror(errno));
+		atomic_store(&dc->disabled, true);
+	}
+}
+
+static int pread_full(int fd, void *buf, size_t len, uint64_t off)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = pread(fd, p, len, (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return LSQ_ERR_IO;
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return LSQ_OK;
+}
+
+static int pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = pwrite(fd, p, len, (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return LSQ_ERR_IO;
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return LSQ_OK;
+}
+
+/* ---- lookups and stores ---- */
+
+static void drop_if_same(struct lsq_disk_cache *dc, uint64_t off,
+			 uint32_t len, uint32_t crc)
+{
+	struct dc_shard *sh = shard_of(dc, off);
+	struct dc_entry *e;
+
+	pthread_mutex_lock(&sh->mu);
+	e = shard_find(sh, off);
+	if (e && e->len == len && e->crc == crc)
+		shard_remove(sh, e);
+	else
+		e = NULL;
+	pthread_mutex_unlock(&sh->mu);
+	if (e) {
+		free(e);
+		append_record(dc, REC_DROP, off, len, crc);
+	}
+}
+
+int lsq_disk_cache_read(struct lsq_disk_cache *dc, void *buf, size_t len,
+			uint64_t offset)
+{
+	struct dc_shard *sh = shard_of(dc, offset);
+	struct dc_entry *e;
+	uint32_t crc = 0;
+	bool found = false;
+
+	pthread_mutex_lock(&sh->mu);
+	e = shard_find(sh, offset);
+	if (e && e->len == len) {
+		e->referenced = true;
+		crc = e->crc;
+		found = true;
+	}
+	pthread_mutex_unlock(&sh->mu);
+	if (found) {
+		if (pread_full(dc->data_fd, buf, len, offset) == LSQ_OK &&
+		    crc_of(buf, len) == crc) {
+			atomic_fetch_add_explicit(&dc->hits, 1,
+						  memory_order_relaxed);
+			return LSQ_OK;
+		}
+		atomic_fetch_add_explicit(&dc->corrupt, 1,
+					  memory_order_relaxed);
+		lsq_log_once(offset, LSQ_LOG_WARNING,
+			     "cache_dir: cached bytes at 0x%" PRIx64
+			     " (%zu) fail their CRC; fetching them again",
+			     offset, len);
+		drop_if_same(dc, offset, (uint32_t)len, crc);
+	}
+	atomic_fetch_add_explicit(&dc->misses, 1, memory_order_relaxed);
+	return LSQ_ERR_NOT_FOUND;
+}
+
+void lsq_disk_cache_write(struct lsq_disk_cache *dc, const void *buf,
+			  size_t len, uint64_t offset)
+{
+	struct dc_shard *sh = shard_of(dc, offset);
+	struct dc_entry *victims = NULL, *e, *fresh;
+	uint32_t crc;
+	bool room;
+
+	if (atomic_load(&dc->disabled) || len == 0 || len > UINT32_MAX ||
+	    offset > dc->image_size || len > dc->image_size - offset ||
+	    len > sh->budget)
+		return;
+	crc = crc_of(buf, len);
+	fresh = calloc(1, sizeof(*fresh));
+	if (!fresh)
+		return;
+	fresh->off = offset;
+	fresh->len = (uint32_t)len;
+	fresh->crc = crc;
+
+	pthread_mutex_lock(&sh->mu);
+	e = shard_find(sh, offset);
+	if (e && e->len == len && e->crc == crc) {
+		pthread_mutex_unlock(&sh->mu);
+		free(fresh);
+		return;
+	}
+	if (e) {  /* a different range at this offset: replace it */
+		shard_remove(sh, e);
+		e->hnext = victims;
+		victims = e;
+	}
+	while (sh->bytes + len > sh->budget && sh->hand) {
+		e = shard_evict_one(sh);
+		e->hnext = victims;
+		victims = e;
+		atomic_fetch_add_explicit(&dc->evictions, 1,
+					  memory_order_relaxed);
+	}
+	/* Reserve now so concurrent stores cannot overshoot the budget;
+	 * when writes in flight hold the room, skip this one. */
+	room = sh->bytes + len <= sh->budget;
+	if (room)
+		sh->bytes += len;
+	pthread_mutex_unlock(&sh->mu);
+
+	while (victims) {
+		e = victims;
+		victims = e->hnext;
+		punch(dc, e->off, e->len);
+		append_record(dc, REC_DROP, e->off, e->len, e->crc);
+		free(e);
+	}
+	if (!room) {
+		free(fresh);
+		return;
+	}
+	if (pwrite_full(dc->data_fd, buf, len, offset) != LSQ_OK) {
+		lsq_log_once(UINT64_MAX - 3, LSQ_LOG_WARNING,
+			     "cache_dir: cannot write the cache file: %s; storing stops",
+			     strerror(errno));
+		atomic_store(&dc->disabled, true);
+		pthread_mutex_lock(&sh->mu);
+		sh->bytes -= len;
+		pthread_mutex_unlock(&sh->mu);
+		free(fresh);
+		return;
+	}
+	append_record(dc, REC_ADD, offset, (uint32_t)len, crc);
+
+	pthread_mutex_lock(&sh->mu);
+	sh->bytes -= len;  /* the reservation becomes the entry */
+	if (shard_find(sh, offset) || !shard_insert(sh, fresh)) {
+		pthread_mutex_unlock(&sh->mu);
+		free(fresh);
+		return;
+	}
+	pthread_mutex_unlock(&sh->mu);
+	atomic_fetch_add_explicit(&dc->writes, 1, memory_order_relaxed);
+}
+
+void lsq_disk_cache_get_stats(struct lsq_disk_cache *dc,
+			      struct lsq_disk_cache_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->hits = atomic_load(&dc->hits);
+	out->misses = atomic_load(&dc->misses);
+	out->writes = atomic_load(&dc->writes);
+	out->corrupt = atomic_load(&dc->corrupt);
+	out->evictions = atomic_load(&dc->evictions);
+	for (unsigned i = 0; i < DC_SHARDS; i++) {
+		pthread_mutex_lock(&dc->shards[i].mu);
+		out->bytes += dc->shards[i].bytes;
+		pthread_mutex_unlock(&dc->shards[i].mu);
+	}
+}
+
+/* ---- open: replay the log, enforce the budget, reclaim, compact ---- */
+
+static void apply_record(struct lsq_disk_cache *dc, const uint8_t *r)
+{
+	uint64_t off = lsq_le64(r);
+	uint32_t len = lsq_le32(r + 8), crc = lsq_le32(r + 12);
+	uint32_t kind = lsq_le32(r + 16);
+	struct dc_shard *sh;
+	struct dc_entry *e;
+
+	if (lsq_le32(r + 28) != crc_of(r, 28) || len == 0 ||
+	    off > dc->image_size || len > dc->image_size - off)
+		return;  /* torn or foreign: as if never written */
+	sh = shard_of(dc, off);
+	e = shard_find(sh, off);
+	if (e) {
+		shard_remove(sh, e);
+		free(e);
+	}
+	if (kind != REC_ADD)
+		return;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return;
+	e->off = off;
+	e->len = len;
+	e->crc = crc;
+	if (!shard_insert(sh, e))
+		free(e);
+}
+
+static int replay_log(struct lsq_disk_cache *dc, bool *reset)
+{
+	uint8_t buf[DC_REC * 2048];
+	uint64_t pos = DC_REC, n = 0;
+	struct stat st;
+
+	if (fstat(dc->log_fd, &st) < 0)
+		return LSQ_ERR_IO;
+	*reset = true;
+	if ((uint64_t)st.st_size < DC_REC ||
+	    pread_full(dc->log_fd, buf, DC_REC, 0) != LSQ_OK ||
+	    memcmp(buf, dc->header, DC_REC) != 0)
+		return LSQ_OK;
+	*reset = false;
+	while (pos + DC_REC <= (uint64_t)st.st_size) {
+		uint64_t want = ((uint64_t)st.st_size - pos) / DC_REC * DC_REC;
+		ssize_t got;
+
+		if (want > sizeof(buf))
+			want = sizeof(buf);
+		got = pread(dc->log_fd, buf, want, (off_t)pos);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < DC_REC)
+			break;
+		for (ssize_t i = 0; i + DC_REC <= got; i += DC_REC, n++)
+			apply_record(dc, buf + i);
+		pos += (uint64_t)got / DC_REC * DC_REC;
+	}
+	atomic_store(&dc->records, n);
+	/* A torn tail (power loss) would shift every later append. */
+	if ((uint64_t)st.st_size % DC_REC &&
+	    ftruncate(dc->log_fd, st.st_size / DC_REC * DC_REC) < 0)
+		return LSQ_ERR_IO;
+	return LSQ_OK;
+}
+
+static int cmp_entry_off(const void *a, const void *b)
+{
+	const struct dc_entry *x = *(struct dc_entry *const *)a;
+	const struct dc_entry *y = *(struct dc_entry *const *)b;
+
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Entries of every shard, sorted by offset (caller frees the array). */
+static struct dc_entry **sorted_entries(struct lsq_disk_cache *dc, size_t *n)
+{
+	struct dc_entry **v;
+	size_t total = 0, k = 0;
+
+	for (unsigned i = 0; i < DC_SHARDS; i++)
+		total += dc->shards[i].count;
+	v = malloc((total ? total : 1) * sizeof(*v));
+	if (!v)
+		return NULL;
+	for (unsigned i = 0; i < DC_SHARDS; i++) {
+		struct dc_entry *e = dc->shards[i].hand;
+
+		for (size_t j = 0; j < dc->shards[i].count; j++, e = e->next)
+			v[k++] = e;
+	}
+	qsort(v, k, sizeof(*v), cmp_entry_off);
+	*n = k;
+	return v;
+}
+
+/* Punch every allocated byte that no entry covers: data a crash left
+ * without its record. */
+static void reclaim(struct lsq_disk_cache *dc, struct dc_entry **v, size_t n)
+{
+	off_t pos = 0;
+	size_t i = 0;
+
+	for (;;) {
+		off_t d = lseek(dc->data_fd, pos, SEEK_DATA);
+		off_t h;
+		uint64_t at;
+
+		if (d < 0)
+			break;  /* ENXIO: no data past pos */
+		h = lseek(dc->data_fd, d, SEEK_HOLE);
+		if (h <= d)
+			break;
+		at = (uint64_t)d;
+		while (i < n && v[i]->off + v[i]->len <= at)
+			i++;
+		for (size_t j = i; j < n && v[j]->off < (uint64_t)h; j++) {
+			if (v[j]->off > at)
+				punch(dc, at, v[j]->off - at);
+			if (v[j]->off + v[j]->len > at)
+				at = v[j]->off + v[j]->len;
+		}
+		if (at < (uint64_t)h)
+			punch(dc, at, (uint64_t)h - at);
+		pos = h;
+	}
+}
+
+/* Rewrite the log with only live records when dead ones dominate. The
+ * new log is complete before the rename; a crash before it keeps the old. */
+static void compact(struct lsq_disk_cache *dc, struct dc_entry **v, size_t n)
+{
+	size_t plen = strlen(dc->log_path) + 5;
+	char *tmp = malloc(plen);
+	int fd;
+	bool ok = true;
+
+	if (atomic_load(&dc->records) <= 2 * n + DC_COMPACT_SLACK || !tmp) {
+		free(tmp);
+		return;
+	}
+	snprintf(tmp, plen, "%s.new", dc->log_path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		free(tmp);
+		return;
+	}
+	ok = pwrite_full(fd, dc->header, DC_REC, 0) == LSQ_OK;
+	for (size_t i = 0; ok && i < n; i++) {
+		uint8_t r[DC_REC];
+
+		rec_encode(r, REC_ADD, v[i]->off, v[i]->len, v[i]->crc);
+		ok = pwrite_full(fd, r, DC_REC, (uint64_t)(i + 1) * DC_REC) ==
+		     LSQ_OK;
+	}
+	ok = ok && fsync(fd) == 0 && rename(tmp, dc->log_path) == 0;
+	close(fd);
+	if (!ok) {
+		unlink(tmp);
+		free(tmp);
+		return;
+	}
+	free(tmp);
+	fd = open(dc->log_path, O_RDWR | O_APPEND | O_CLOEXEC);
+	if (fd >= 0) {
+		close(dc->log_fd);
+		dc->log_fd = fd;
+		atomic_store(&dc->records, n);
+	}
+}
+
+static int open_file(const char *dir, const char *name, const char *ext,
+		     int flags, char **path_out)
+{
+	size_t len = strlen(dir) + strlen(name) + strlen(ext) + 3;
+	char *path = malloc(len);
+	int fd;
+
+	if (!path)
+		return -1;
+	snprintf(path, len, "%s/%s%s", dir, name, ext);
+	fd = open(path, flags | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (path_out && fd >= 0)
+		*path_out = path;
+	else
+		free(path);
+	return fd;
+}
+
+int lsq_disk_cache_open(const char *dir, const char *identity,
+			uint64_t image_size, uint64_t budget,
+			struct lsq_disk_cache **out, char *err, size_t errlen)
+{
+	struct lsq_disk_cache *dc;
+	uint64_t h1 = fnv1a64(0xcbf29ce484222325ull, identity);
+	uint64_t h2 = mix64(fnv1a64(0x84222325cbf29ce4ull, identity));
+	char name[40];
+	struct dc_entry **v;
+	struct stat st;
+	size_t n = 0;
+	bool reset;
+
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "cache_dir %s: %s", dir, strerror(errno));
+		return LSQ_ERR_IO;
+	}
+	dc = calloc(1, sizeof(*dc));
+	if (!dc)
+		return LSQ_ERR_NOMEM;
+	dc->data_fd = dc->log_fd = dc->lock_fd = -1;
+	dc->image_size = image_size;
+	for (unsigned i = 0; i < DC_SHARDS; i++) {
+		pthread_mutex_init(&dc->shards[i].mu, NULL);
+		dc->shards[i].budget = budget / DC_SHARDS;
+	}
+	memcpy(dc->header, DC_MAGIC, 8);
+	lsq_put_le64(dc->header + 8, image_size);
+	lsq_put_le64(dc->header + 16, h1);
+	lsq_put_le64(dc->header + 24, h2);
+	snprintf(name, sizeof(name), "%016" PRIx64 "%016" PRIx64, h1, h2);
+
+	dc->lock_fd = open_file(dir, name, ".lock", O_RDWR, NULL);
+	if (dc->lock_fd < 0)
+		goto fail_errno;
+	if (flock(dc->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		if (errno == EWOULDBLOCK)
+			snprintf(err, errlen,
+				 "cache_dir %s: this image's cache is in use by another daemon",
+				 dir);
+		else
+			snprintf(err, errlen, "cache_dir %s: lock: %s", dir,
+				 strerror(errno));
+		lsq_disk_cache_close(dc);
+		return LSQ_ERR_IO;
+	}
+	dc->log_fd = open_file(dir, name, ".log", O_RDWR | O_APPEND,
+			       &dc->log_path);
+	dc->data_fd = open_file(dir, name, ".data", O_RDWR, NULL);
+	if (dc->log_fd < 0 || dc->data_fd < 0)
+		goto fail_errno;
+	if (replay_log(dc, &reset) != LSQ_OK)
+		goto fail_errno;
+	if (reset) {
+		if (ftruncate(dc->log_fd, 0) < 0 || ftruncate(dc->data_fd, 0) < 0 ||
+		    write(dc->log_fd, dc->header, DC_REC) != DC_REC)
+			goto fail_errno;
+	}
+	if (fstat(dc->data_fd, &st) < 0)
+		goto fail_errno;
+	if ((uint64_t)st.st_size != image_size &&
+	    ftruncate(dc->data_fd, (off_t)image_size) < 0)
+		goto fail_errno;
+
+	/* A smaller budget than last time: evict down to it. */
+	for (unsigned i = 0; i < DC_SHARDS; i++) {
+		struct dc_shard *sh = &dc->shards[i];
+
+		while (sh->bytes > sh->budget && sh->hand) {
+			struct dc_entry *e = shard_evict_one(sh);
+
+			append_record(dc, REC_DROP, e->off, e->len, e->crc);
+			free(e);
+		}
+	}
+	v = sorted_entries(dc, &n);
+	if (v) {
+		reclaim(dc, v, n);
+		compact(dc, v, n);
+		free(v);
+	}
+	*out = dc;
+	return LSQ_OK;
+
+fail_errno:
+	snprintf(err, errlen, "cache_dir %s: %s", dir, strerror(errno));
+	lsq_disk_cache_close(dc);
+	return LSQ_ERR_IO;
+}
+
+void lsq_disk_cache_close(struct lsq_disk_cache *dc)
+{
+	if (!dc)
+		return;
+	for (unsigned i = 0; i < DC_SHARDS; i++) {
+		struct dc_shard *sh = &dc->shards[i];
+
+		while (sh->hand) {
+			struct dc_entry *e = sh->hand;
+
+			shard_remove(sh, e);
+			free(e);
+		}
+		free(sh->buckets);
+		pthread_mutex_destroy(&sh->mu);
+	}
+	if (dc->data_fd >= 0)
+		close(dc->data_fd);
+	if (dc->log_fd >= 0)
+		close(dc->log_fd);
+	if (dc->lock_fd >= 0)
+		close(dc->lock_fd);  /* releases the flock */
+	free(dc->log_path);
+	free(dc);
+}

@@ -1,0 +1,298 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * source_cache.c - a caching layer in front of any byte source.
+ *
+ * The image reads each compressed block, metadata block and table as one
+ * exact range, so ranges are cached by their offset:
+ *  1. pin: the region the image advises (every metadata table sits between
+ *     the inode table and the end) is fetched whole on the first read in
+ *     it and kept: one round trip instead of one per block, and every later
+ *     lookup is free (-o prefetch_metadata).
+ *  2. RAM: a sharded LRU of ranges (-o block_cache=), single-flight, so a
+ *     repeated read never goes back to the network.
+ *  3. disk: the persistent cache (-o cache_dir=, src/cache/disk_cache.c).
+ *  4. inner: the source itself; what it returns is stored in 3 and 2.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache/block_cache.h"
+#include "cache/disk_cache.h"
+#include "lsq/error.h"
+#include "lsq/source.h"
+
+/* Larger reads bypass the RAM cache: no data or metadata block is this
+ * big, so they are one-off reads (or a hostile image's). */
+#define CACHE_MAX_RANGE (2u * 1024u * 1024u)
+
+enum pin_state { PIN_NONE, PIN_WANTED, PIN_LOADING, PIN_READY };
+
+struct cache_source {
+	struct lsq_source base;
+	struct lsq_source *inner;
+	struct lsq_block_cache *ram;   /* NULL: block_cache=0 */
+	struct lsq_disk_cache *disk;   /* NULL: no cache_dir */
+	bool pin_metadata;
+
+	pthread_mutex_t pin_mu;
+	pthread_cond_t pin_cv;
+	enum pin_state pin_state;
+	uint64_t pin_off, pin_len;
+	_Atomic(struct lsq_block *) pin;  /* set once, when READY */
+};
+
+static const struct lsq_source_ops cache_ops;
+
+/* Persistent cache, then inner; what inner returns is stored. */
+static int load_range(struct cache_source *cs, void *buf, size_t len,
+		      uint64_t off)
+{
+	int ret;
+
+	if (cs->disk && lsq_disk_cache_read(cs->disk, buf, len, off) == LSQ_OK)
+		return LSQ_OK;
+	ret = lsq_source_read_at(cs->inner, buf, len, off);
+	if (ret == LSQ_OK && cs->disk)
+		lsq_disk_cache_write(cs->disk, buf, len, off);
+	return ret;
+}
+
+struct ram_load {
+	struct cache_source *cs;
+	size_t len;
+};
+
+static int ram_loader(void *ctx, uint64_t key, struct lsq_block **out)
+{
+	struct ram_load *rl = ctx;
+	struct lsq_block *blk = lsq_block_alloc(rl->len);
+	int ret;
+
+	if (!blk)
+		return LSQ_ERR_NOMEM;
+	ret = load_range(rl->cs, blk->data, rl->len, key);
+	if (ret) {
+		lsq_block_put(blk);
+		return ret;
+	}
+	blk->size = rl->len;
+	*out = blk;
+	return LSQ_OK;
+}
+
+/* Single flight without holding the mutex across the fetch. */
+static int load_pin(struct cache_source *cs)
+{
+	struct lsq_block *blk;
+	int ret;
+
+	pthread_mutex_lock(&cs->pin_mu);
+	while (cs->pin_state == PIN_LOADING)
+		pthread_cond_wait(&cs->pin_cv, &cs->pin_mu);
+	if (cs->pin_state != PIN_WANTED) {
+		pthread_mutex_unlock(&cs->pin_mu);
+		return LSQ_OK;
+	}
+	cs->pin_state = PIN_LOADING;
+	pthread_mutex_unlock(&cs->pin_mu);
+
+	blk = lsq_block_alloc((size_t)cs->pin_len);
+	ret = blk ? load_range(cs, blk->data, (size_t)cs->pin_len, cs->pin_off)
+		  : LSQ_ERR_NOMEM;
+
+	pthread_mutex_lock(&cs->pin_mu);
+	if (ret == LSQ_OK) {
+		blk->size = (size_t)cs->pin_len;
+		atomic_store_explicit(&cs->pin, blk, memory_order_release);
+		cs->pin_state = PIN_READY;
+	} else {
+		lsq_block_put(blk);
+		cs->pin_state = PIN_WANTED;  /* the next read tries again */
+	}
+	pthread_cond_broadcast(&cs->pin_cv);
+	pthread_mutex_unlock(&cs->pin_mu);
+	return ret;
+}
+
+static bool in_pin(const struct cache_source *cs, size_t len, uint64_t off)
+{
+	return off >= cs->pin_off && len <= cs->pin_len &&
+	       off - cs->pin_off <= cs->pin_len - len;
+}
+
+static int cache_read_at(struct lsq_source *src, void *buf, size_t len,
+			 uint64_t offset)
+{
+	struct cache_source *cs = (struct cache_source *)src;
+	struct lsq_block *blk;
+	struct ram_load rl = { cs, len };
+	int ret;
+
+	if (cs->pin_metadata) {
+		blk = atomic_load_explicit(&cs->pin, memory_order_acquire);
+		if (!blk && cs->pin_len && in_pin(cs, len, offset)) {
+			ret = load_pin(cs);
+			if (ret)
+				return ret;
+			blk = atomic_load_explicit(&cs->pin,
+						   memory_order_acquire);
+		}
+		if (blk && in_pin(cs, len, offset)) {
+			memcpy(buf, blk->data + (offset - cs->pin_off), len);
+			return LSQ_OK;
+		}
+	}
+	if (!cs->ram || len > CACHE_MAX_RANGE)
+		return load_range(cs, buf, len, offset);
+	ret = lsq_block_cache_get_with(cs->ram, offset, ram_loader, &rl, &blk);
+	if (ret)
+		return ret;
+	if (blk->size == len) {
+		memcpy(buf, blk->data, len);
+		lsq_block_put(blk);
+		return LSQ_OK;
+	}
+	/* Another length at this offset (only a hostile image does that):
+	 * serve it uncached rather than evict the first. */
+	lsq_block_put(blk);
+	return load_range(cs, buf, len, offset);
+}
+
+/* The image advises its metadata region once, right after the superblock.
+ * Pinning is lazy (advise must not block); the image's next reads are in
+ * that region, so it is in memory before the mount answers. */
+static void cache_advise(struct lsq_source *src, uint64_t offset,
+			 uint64_t len)
+{
+	struct cache_source *cs = (struct cache_source *)src;
+
+	if (!cs->pin_metadata || len == 0 || len > LSQ_CACHE_PIN_MAX ||
+	    offset >= src->size || len > src->size - offset) {
+		lsq_source_advise(cs->inner, offset, len);
+		return;
+	}
+	pthread_mutex_lock(&cs->pin_mu);
+	if (cs->pin_state == PIN_NONE) {
+		cs->pin_off = offset;
+		cs->pin_len = len;
+		cs->pin_state = PIN_WANTED;
+	}
+	pthread_mutex_unlock(&cs->pin_mu);
+}
+
+static void cache_destroy(struct lsq_source *src)
+{
+	struct cache_source *cs = (struct cache_source *)src;
+
+	lsq_block_cache_destroy(cs->ram);
+	lsq_disk_cache_close(cs->disk);
+	lsq_block_put(atomic_load(&cs->pin));
+	lsq_source_destroy(cs->inner);
+	pthread_mutex_destroy(&cs->pin_mu);
+	pthread_cond_destroy(&cs->pin_cv);
+	free(src->name);
+	free(cs);
+}
+
+static const struct lsq_source_ops cache_ops = {
+	.read_at = cache_read_at,
+	.advise = cache_advise,
+	.destroy = cache_destroy,
+};
+
+/* Only read through the per-call loader (lsq_block_cache_get_with). */
+static int no_loader(void *ctx, uint64_t key, struct lsq_block **out)
+{
+	return LSQ_ERR_INVALID;
+}
+
+int lsq_source_cache_wrap(struct lsq_source *inner,
+			  const struct lsq_cache_options *opt,
+			  struct lsq_source **out, char *warn, size_t warnlen)
+{
+	struct cache_source *cs;
+	int ret;
+
+	if (warnlen)
+		warn[0] = '\0';
+	cs = calloc(1, sizeof(*cs));
+	if (!cs)
+		return LSQ_ERR_NOMEM;
+	cs->base.ops = &cache_ops;
+	cs->base.size = inner->size;
+	cs->base.name = strdup(inner->name ? inner->name : "");
+	if (!cs->base.name) {
+		free(cs);
+		return LSQ_ERR_NOMEM;
+	}
+	cs->pin_metadata = opt->pin_metadata != 0;
+	pthread_mutex_init(&cs->pin_mu, NULL);
+	pthread_cond_init(&cs->pin_cv, NULL);
+	if (opt->block_cache_bytes) {
+		ret = lsq_block_cache_create((size_t)opt->block_cache_bytes, 0,
+					     no_loader, cs, &cs->ram);
+		if (ret) {
+			cs->inner = NULL;
+			cache_destroy(&cs->base);
+			return ret;
+		}
+	}
+	if (opt->dir && opt->dir_bytes) {
+		if (!inner->identity)
+			snprintf(warn, warnlen,
+				 "cache_dir: %s has no ETag or Last-Modified, so a changed image could not be told apart; running without the persistent cache",
+				 inner->name);
+		else if (lsq_disk_cache_open(opt->dir, inner->identity,
+					     inner->size, opt->dir_bytes,
+					     &cs->disk, warn, warnlen) != LSQ_OK)
+			cs->disk = NULL;
+	}
+	cs->inner = inner;
+	*out = &cs->base;
+	return LSQ_OK;
+}
+
+int lsq_source_cache_get_stats(const struct lsq_source *src,
+			       struct lsq_cache_stats *out)
+{
+	struct cache_source *cs = (struct cache_source *)src;
+	struct lsq_block *pin;
+
+	if (src->ops != &cache_ops)
+		return LSQ_ERR_INVALID;
+	memset(out, 0, sizeof(*out));
+	if (cs->ram) {
+		struct lsq_block_cache_stats st;
+
+		lsq_block_cache_get_stats(cs->ram, &st);
+		out->ram_hits = st.hits;
+		out->ram_misses = st.misses + st.waits;
+		out->ram_evictions = st.evictions;
+		out->ram_bytes = st.bytes;
+	}
+	if (cs->disk) {
+		struct lsq_disk_cache_stats st;
+
+		lsq_disk_cache_get_stats(cs->disk, &st);
+		out->disk_hits = st.hits;
+		out->disk_misses = st.misses;
+		out->disk_writes = st.writes;
+		out->disk_corrupt = st.corrupt;
+		out->disk_evictions = st.evictions;
+		out->disk_bytes = st.bytes;
+	}
+	pin = atomic_load_explicit(&cs->pin, memory_order_acquire);
+	out->pinned_bytes = pin ? pin->size : 0;
+	return LSQ_OK;
+}
+
+const struct lsq_source *lsq_source_unwrap(const struct lsq_source *src)
+{
+	if (src->ops == &cache_ops)
+		return ((const struct cache_source *)src)->inner;
+	return src;
+}

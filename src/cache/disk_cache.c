@@ -51,6 +51,7 @@ enum { REC_ADD = 1, REC_DROP = 2 };
 struct dc_entry {
 	uint64_t off;
 	uint32_t len, crc;
+	uint32_t charge;                 /* whole filesystem blocks touched */
 	bool referenced;                 /* CLOCK's second chance */
 	struct dc_entry *hnext;          /* hash chain */
 	struct dc_entry *prev, *next;    /* CLOCK ring */
@@ -62,13 +63,15 @@ struct dc_shard {
 	size_t nbuckets;                 /* power of two */
 	size_t count;
 	struct dc_entry *hand;           /* NULL when the ring is empty */
-	uint64_t bytes;                  /* entries plus writes in flight */
+	uint64_t bytes;                  /* charges of entries and of the
+					  * writes in flight */
 	uint64_t budget;
 };
 
 struct lsq_disk_cache {
 	int data_fd, log_fd, lock_fd;
 	uint64_t image_size;
+	uint64_t blksize;                /* of the data file's filesystem */
 	uint8_t header[DC_REC];
 	char *log_path;
 	struct dc_shard shards[DC_SHARDS];
@@ -172,7 +175,7 @@ static bool shard_insert(struct dc_shard *sh, struct dc_entry *e)
 		sh->hand = e;
 	}
 	sh->count++;
-	sh->bytes += e->len;
+	sh->bytes += e->charge;
 	return true;
 }
 
@@ -192,7 +195,7 @@ static void shard_remove(struct dc_shard *sh, struct dc_entry *e)
 			sh->hand = e->next;
 	}
 	sh->count--;
-	sh->bytes -= e->len;
+	sh->bytes -= e->charge;
 }
 
 static struct dc_entry *shard_evict_one(struct dc_shard *sh)
@@ -238,16 +241,69 @@ static void append_record(struct lsq_disk_cache *dc, uint32_t kind,
 	atomic_fetch_add_explicit(&dc->records, 1, memory_order_relaxed);
 }
 
+/* Ranges are not block aligned, so neighbours share edge blocks. An entry
+ * is charged every block it touches; that bounds the space the file takes
+ * at the budget. */
+static uint32_t charge_of(const struct lsq_disk_cache *dc, uint64_t off,
+			  uint32_t len)
+{
+	uint64_t first = off / dc->blksize;
+	uint64_t last = (off + len - 1) / dc->blksize;
+
+	return (uint32_t)((last - first + 1) * dc->blksize);
+}
+
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+static int pread_full(int fd, void *buf, size_t len, uint64_t off);
+
+/* Free [off, off+len) whole blocks at a time. A hole punched only inside
+ * the range would leave its edge blocks allocated for good (zeroed, but
+ * shared with a neighbour that may go later): so punch the blocks around
+ * it and put the neighbours' bytes in the edge blocks back, if any. A
+ * neighbour written in between may be lost; its CRC then fails and it is
+ * fetched again. */
 static void punch(struct lsq_disk_cache *dc, uint64_t off, uint64_t len)
 {
+	uint64_t start = off / dc->blksize * dc->blksize;
+	uint64_t end = (off + len + dc->blksize - 1) / dc->blksize * dc->blksize;
+	size_t head = (size_t)(off - start), tail = (size_t)(end - off - len);
+	uint8_t *edge = calloc(2, (size_t)dc->blksize);
+
+	if (!edge)
+		return;
+	if (end > dc->image_size) {
+		end = dc->image_size;
+		tail = (size_t)(end - off - len);
+	}
+	if (head && pread_full(dc->data_fd, edge, head, start) != LSQ_OK)
+		memset(edge, 0, head);
+	if (tail && pread_full(dc->data_fd, edge + dc->blksize, tail,
+			       off + len) != LSQ_OK)
+		memset(edge + dc->blksize, 0, tail);
 	if (fallocate(dc->data_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-		      (off_t)off, (off_t)len) < 0) {
+		      (off_t)start, (off_t)(end - start)) < 0) {
 		/* Without holes the budget cannot hold: stop storing. */
 		lsq_log_once(UINT64_MAX - 2, LSQ_LOG_WARNING,
 			     "cache_dir: cannot free space in the cache file: %s; storing stops",
 			     strerror(errno));
 		atomic_store(&dc->disabled, true);
+		free(edge);
+		return;
 	}
+	if (head && !all_zero(edge, head) &&
+	    pwrite(dc->data_fd, edge, head, (off_t)start) < 0)
+		atomic_store(&dc->disabled, true);
+	if (tail && !all_zero(edge + dc->blksize, tail) &&
+	    pwrite(dc->data_fd, edge + dc->blksize, tail, (off_t)(off + len)) < 0)
+		atomic_store(&dc->disabled, true);
+	free(edge);
 }
 
 static int pread_full(int fd, void *buf, size_t len, uint64_t off)
@@ -352,7 +408,7 @@ void lsq_disk_cache_write(struct lsq_disk_cache *dc, const void *buf,
 
 	if (atomic_load(&dc->disabled) || len == 0 || len > UINT32_MAX ||
 	    offset > dc->image_size || len > dc->image_size - offset ||
-	    len > sh->budget)
+	    charge_of(dc, offset, (uint32_t)len) > sh->budget)
 		return;
 	crc = crc_of(buf, len);
 	fresh = calloc(1, sizeof(*fresh));
@@ -361,6 +417,7 @@ void lsq_disk_cache_write(struct lsq_disk_cache *dc, const void *buf,
 	fresh->off = offset;
 	fresh->len = (uint32_t)len;
 	fresh->crc = crc;
+	fresh->charge = charge_of(dc, offset, (uint32_t)len);
 
 	pthread_mutex_lock(&sh->mu);
 	e = shard_find(sh, offset);
@@ -374,7 +431,7 @@ void lsq_disk_cache_write(struct lsq_disk_cache *dc, const void *buf,
 		e->hnext = victims;
 		victims = e;
 	}
-	while (sh->bytes + len > sh->budget && sh->hand) {
+	while (sh->bytes + fresh->charge > sh->budget && sh->hand) {
 		e = shard_evict_one(sh);
 		e->hnext = victims;
 		victims = e;
@@ -383,9 +440,9 @@ void lsq_disk_cache_write(struct lsq_disk_cache *dc, const void *buf,
 	}
 	/* Reserve now so concurrent stores cannot overshoot the budget;
 	 * when writes in flight hold the room, skip this one. */
-	room = sh->bytes + len <= sh->budget;
+	room = sh->bytes + fresh->charge <= sh->budget;
 	if (room)
-		sh->bytes += len;
+		sh->bytes += fresh->charge;
 	pthread_mutex_unlock(&sh->mu);
 
 	while (victims) {
@@ -405,7 +462,7 @@ void lsq_disk_cache_write(struct lsq_disk_cache *dc, const void *buf,
 			     strerror(errno));
 		atomic_store(&dc->disabled, true);
 		pthread_mutex_lock(&sh->mu);
-		sh->bytes -= len;
+		sh->bytes -= fresh->charge;
 		pthread_mutex_unlock(&sh->mu);
 		free(fresh);
 		return;
@@ -413,7 +470,7 @@ void lsq_disk_cache_write(struct lsq_disk_cache *dc, const void *buf,
 	append_record(dc, REC_ADD, offset, (uint32_t)len, crc);
 
 	pthread_mutex_lock(&sh->mu);
-	sh->bytes -= len;  /* the reservation becomes the entry */
+	sh->bytes -= fresh->charge;  /* the reservation becomes the entry */
 	if (shard_find(sh, offset) || !shard_insert(sh, fresh)) {
 		pthread_mutex_unlock(&sh->mu);
 		free(fresh);
@@ -466,6 +523,7 @@ static void apply_record(struct lsq_disk_cache *dc, const uint8_t *r)
 	e->off = off;
 	e->len = len;
 	e->crc = crc;
+	e->charge = charge_of(dc, off, len);
 	if (!shard_insert(sh, e))
 		free(e);
 }
@@ -679,8 +737,10 @@ int lsq_disk_cache_open(const char *dir, const char *identity,
 	dc->log_fd = open_file(dir, name, ".log", O_RDWR | O_APPEND,
 			       &dc->log_path);
 	dc->data_fd = open_file(dir, name, ".data", O_RDWR, NULL);
-	if (dc->log_fd < 0 || dc->data_fd < 0)
+	if (dc->log_fd < 0 || dc->data_fd < 0 || fstat(dc->data_fd, &st) < 0)
 		goto fail_errno;
+	dc->blksize = st.st_blksize >= 512 && st.st_blksize <= (1 << 20)
+			      ? (uint64_t)st.st_blksize : 4096;
 	if (replay_log(dc, &reset) != LSQ_OK)
 		goto fail_errno;
 	if (reset) {

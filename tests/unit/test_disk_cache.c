@@ -1,0 +1,248 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_disk_cache.c - the persistent cache on a real directory: reuse after
+ * reopen, CRC checks, a torn log, the budget on disk, reclaim of unlogged
+ * bytes, one owner at a time, and kill -9 in the middle of heavy stores.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache/disk_cache.h"
+#include "harness/check.h"
+#include "lsq/error.h"
+
+#define IMAGE_SIZE (64u << 20)
+#define RANGE_LEN 40000u  /* not a multiple of any block size */
+
+static char dir[256];
+
+/* The bytes of the "image" at off: a pure function, so any process can
+ * check what it reads. */
+static void image_bytes(uint8_t *buf, size_t len, uint64_t off)
+{
+	for (size_t i = 0; i < len; i++) {
+		uint64_t x = (off + i) * 0x9e3779b97f4a7c15ull;
+
+		buf[i] = (uint8_t)(x >> 56);
+	}
+}
+
+static uint64_t range_off(unsigned i)
+{
+	return (uint64_t)i * RANGE_LEN;
+}
+
+static struct lsq_disk_cache *open_cache(uint64_t budget, int expect)
+{
+	struct lsq_disk_cache *dc = NULL;
+	char err[256] = "";
+	int ret = lsq_disk_cache_open(dir, "http://example.test/img\n1\nETAG",
+				      IMAGE_SIZE, budget, &dc, err,
+				      sizeof(err));
+
+	if (ret != expect)
+		fprintf(stderr, "open: %d (%s)\n", ret, err);
+	CHECK_EQ_INT(ret, expect);
+	if (expect != LSQ_OK)
+		CHECK(strstr(err, "in use by another daemon") != NULL);
+	return dc;
+}
+
+static void store(struct lsq_disk_cache *dc, unsigned i)
+{
+	static uint8_t buf[RANGE_LEN];
+
+	image_bytes(buf, RANGE_LEN, range_off(i));
+	lsq_disk_cache_write(dc, buf, RANGE_LEN, range_off(i));
+}
+
+/* 1 hit with the right bytes, 0 miss; never wrong bytes. */
+static int lookup(struct lsq_disk_cache *dc, unsigned i)
+{
+	static uint8_t got[RANGE_LEN], want[RANGE_LEN];
+
+	if (lsq_disk_cache_read(dc, got, RANGE_LEN, range_off(i)) != LSQ_OK)
+		return 0;
+	image_bytes(want, RANGE_LEN, range_off(i));
+	CHECK(memcmp(got, want, RANGE_LEN) == 0);
+	return 1;
+}
+
+static char *file_with(const char *suffix)
+{
+	static char path[512];
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	CHECK(d != NULL);
+	path[0] = '\0';
+	while ((e = readdir(d))) {
+		size_t n = strlen(e->d_name), k = strlen(suffix);
+
+		if (n > k && strcmp(e->d_name + n - k, suffix) == 0)
+			snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+	}
+	closedir(d);
+	CHECK(path[0] != '\0');
+	return path;
+}
+
+static uint64_t allocated_bytes(void)
+{
+	struct stat st;
+
+	CHECK(stat(file_with(".data"), &st) == 0);
+	return (uint64_t)st.st_blocks * 512u;
+}
+
+static void test_reuse_and_crc(void)
+{
+	struct lsq_disk_cache *dc = open_cache(1u << 30, LSQ_OK);
+	struct lsq_disk_cache_stats st;
+	int fd;
+
+	for (unsigned i = 0; i < 50; i++)
+		store(dc, i);
+	CHECK_EQ_INT(lookup(dc, 3), 1);
+	CHECK_EQ_INT(lookup(dc, 60), 0);
+	lsq_disk_cache_close(dc);
+
+	dc = open_cache(1u << 30, LSQ_OK);
+	for (unsigned i = 0; i < 50; i++)
+		CHECK_EQ_INT(lookup(dc, i), 1);
+	lsq_disk_cache_get_stats(dc, &st);
+	CHECK_EQ_INT(st.hits, 50);
+	CHECK(st.bytes >= 50ull * RANGE_LEN && st.bytes <= 50ull * (RANGE_LEN + 8192));
+
+	/* flip one byte of range 7 on disk: a miss, counted, never served */
+	fd = open(file_with(".data"), O_RDWR);
+	CHECK(fd >= 0);
+	CHECK(pwrite(fd, "\x5a", 1, (off_t)range_off(7) + 123) == 1);
+	close(fd);
+	CHECK_EQ_INT(lookup(dc, 7), 0);
+	lsq_disk_cache_get_stats(dc, &st);
+	CHECK_EQ_INT(st.corrupt, 1);
+	store(dc, 7);  /* refetched and stored again */
+	CHECK_EQ_INT(lookup(dc, 7), 1);
+	lsq_disk_cache_close(dc);
+}
+
+static void test_torn_log_and_reclaim(void)
+{
+	struct lsq_disk_cache *dc;
+	int fd;
+
+	/* a torn record at the tail, and bytes no record names */
+	fd = open(file_with(".log"), O_WRONLY | O_APPEND);
+	CHECK(fd >= 0);
+	CHECK(write(fd, "torn-record-part", 17) == 17);
+	close(fd);
+	fd = open(file_with(".data"), O_RDWR);
+	CHECK(fd >= 0);
+	{
+		static uint8_t junk[1 << 20];
+
+		memset(junk, 0xab, sizeof(junk));
+		CHECK(pwrite(fd, junk, sizeof(junk), 40u << 20) ==
+		      (ssize_t)sizeof(junk));
+	}
+	fsync(fd);
+	close(fd);
+
+	dc = open_cache(1u << 30, LSQ_OK);
+	for (unsigned i = 0; i < 50; i++)
+		CHECK_EQ_INT(lookup(dc, i), 1);
+	/* the unlogged MiB was punched: only the 50 ranges take space */
+	CHECK(allocated_bytes() <= 50ull * (RANGE_LEN + 8192));
+	/* appends after the torn tail are still read back */
+	store(dc, 70);
+	lsq_disk_cache_close(dc);
+	dc = open_cache(1u << 30, LSQ_OK);
+	CHECK_EQ_INT(lookup(dc, 70), 1);
+	lsq_disk_cache_close(dc);
+}
+
+static void test_budget_and_owner(void)
+{
+	const uint64_t budget = 2u << 20;
+	struct lsq_disk_cache *dc = open_cache(budget, LSQ_OK);
+	struct lsq_disk_cache_stats st;
+	unsigned hits = 0;
+
+	/* a second daemon on the same image is refused */
+	CHECK(open_cache(budget, LSQ_ERR_IO) == NULL);
+
+	for (unsigned i = 0; i < 400; i++)
+		store(dc, i);
+	lsq_disk_cache_get_stats(dc, &st);
+	CHECK(st.bytes <= budget);
+	CHECK(st.evictions > 0);
+	/* the budget bounds the space on disk, not only the count */
+	CHECK(allocated_bytes() <= budget);
+	for (unsigned i = 0; i < 400; i++)
+		hits += (unsigned)lookup(dc, i);
+	CHECK(hits > 0 && hits * (uint64_t)RANGE_LEN <= budget);
+	lsq_disk_cache_close(dc);
+}
+
+/* A child stores ranges as fast as it can; kill -9 it at a random moment,
+ * several times; every range found afterwards must hold the right bytes. */
+static void test_kill9(void)
+{
+	unsigned seed = (unsigned)time(NULL);
+
+	for (int round = 0; round < 6; round++) {
+		struct lsq_disk_cache *dc;
+		unsigned hits = 0;
+		int status;
+		pid_t pid = fork();
+
+		CHECK(pid >= 0);
+		if (pid == 0) {
+			dc = open_cache(8u << 20, LSQ_OK);
+			for (unsigned i = 0;; i = (i + 7) % 1500)
+				store(dc, i);
+		}
+		usleep(20000 + (unsigned)(rand_r(&seed) % 150000));
+		CHECK(kill(pid, SIGKILL) == 0);
+		CHECK(waitpid(pid, &status, 0) == pid);
+		CHECK(WIFSIGNALED(status));
+
+		dc = open_cache(8u << 20, LSQ_OK);
+		for (unsigned i = 0; i < 1500; i++)
+			hits += (unsigned)lookup(dc, i);
+		CHECK(hits * (uint64_t)RANGE_LEN <= (8u << 20));
+		CHECK(allocated_bytes() <= (8u << 20));
+		lsq_disk_cache_close(dc);
+	}
+}
+
+int main(void)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	snprintf(dir, sizeof(dir), "%s/lsq-dc-XXXXXX", tmp ? tmp : "/tmp");
+	CHECK(mkdtemp(dir) != NULL);
+	test_reuse_and_crc();
+	test_torn_log_and_reclaim();
+	test_budget_and_owner();
+	test_kill9();
+	{
+		char cmd[300];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+		CHECK(system(cmd) == 0);
+	}
+	printf("disk_cache: ok\n");
+	return 0;
+}

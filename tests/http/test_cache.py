@@ -1,0 +1,251 @@
+"""The caching layer over a real nginx: the compressed-block RAM cache
+(block_cache=), the persistent cache (cache_dir=: reuse after a remount,
+kill -9, corruption, two daemons), prefetch_metadata, the counters of
+--stats, and the daemon's memory bound under small caches."""
+
+import glob
+import hashlib
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import daemon, is_mounted, require, sha256_file
+
+MiB = 1 << 20
+
+
+def stats(mnt):
+    r = subprocess.run([daemon(), "--stats", mnt], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    out = {}
+    for line in r.stdout.splitlines():
+        k, v = line.split()
+        out[k] = int(v)
+    return out
+
+
+def drop_page_cache():
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3")
+
+
+def read_prefix(path, n):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        left = n
+        while left:
+            b = f.read(min(left, MiB))
+            if not b:
+                break
+            h.update(b)
+            left -= len(b)
+    return h.hexdigest()
+
+
+def small_files(tree):
+    d = os.path.join(tree, "etc", "conf.d")
+    return sorted(os.path.join("etc", "conf.d", n) for n in os.listdir(d))
+
+
+def check_small_files(mnt, tree):
+    for rel in small_files(tree):
+        with open(os.path.join(mnt, rel), "rb") as a, \
+                open(os.path.join(tree, rel), "rb") as b:
+            assert a.read() == b.read(), rel
+
+
+def test_stats_counters_move(nginx, big_image, mounts):
+    m = mounts(nginx.url("img.sqfs"))
+    before = stats(m.mnt)
+    for key in ("http_requests", "http_bytes", "block_cache_hits",
+                "disk_cache_hits", "decompress_calls", "decompress_ns",
+                "metadata_pinned_bytes", "http_in_flight", "data_evictions"):
+        assert key in before, key
+    assert before["metadata_pinned_bytes"] > 0   # prefetched at mount
+    read_prefix(os.path.join(m.mnt, "large.bin"), 8 * MiB)
+    after = stats(m.mnt)
+    assert after["http_bytes"] >= before["http_bytes"] + 8 * MiB
+    assert after["decompress_calls"] > before["decompress_calls"]
+    assert after["http_in_flight"] == 0
+
+
+@pytest.mark.parametrize("block_cache", ["256M", "0"])
+def test_block_cache_repeated_reads(nginx, big_image, mounts, block_cache):
+    """With the RAM cache a second pass (page cache dropped, tiny
+    decompressed cache) fetches nothing; without it, it fetches again."""
+    m = mounts(nginx.url("img.sqfs"),
+               ["block_cache=" + block_cache, "data_cache=1M"])
+    path = os.path.join(m.mnt, "large.bin")
+    want = read_prefix(os.path.join(big_image["tree"], "large.bin"), 24 * MiB)
+    assert read_prefix(path, 24 * MiB) == want
+    first = stats(m.mnt)
+    drop_page_cache()
+    assert read_prefix(path, 24 * MiB) == want
+    second = stats(m.mnt)
+    refetched = second["http_bytes"] - first["http_bytes"]
+    if block_cache == "0":
+        assert refetched >= 20 * MiB, (first, second)
+        assert second["block_cache_hits"] == 0
+    else:
+        assert refetched == 0, (first, second)
+        assert second["block_cache_hits"] > first["block_cache_hits"]
+
+
+def test_prefetch_metadata(nginx, big_image, mounts):
+    """Default for URLs: the metadata comes in at mount and a full walk
+    costs no request; off: the walk fetches metadata blocks one by one."""
+    for opts, expect_pinned in (([], True), (["prefetch_metadata=off"], False)):
+        nginx.clear_log()
+        m = mounts(nginx.url("img.sqfs"), opts)
+        at_mount = len(nginx.entries())
+        names = []
+        for dirpath, dirnames, filenames in os.walk(m.mnt):
+            for n in filenames:
+                names.append(os.lstat(os.path.join(dirpath, n)).st_size)
+        assert len(names) >= 200
+        walk_requests = len(nginx.entries()) - at_mount
+        st = stats(m.mnt)
+        if expect_pinned:
+            assert at_mount <= 3
+            assert walk_requests == 0, nginx.entries()
+            assert st["metadata_pinned_bytes"] > 0
+        else:
+            assert walk_requests > 0
+            assert st["metadata_pinned_bytes"] == 0
+        assert m.stop() == []
+
+
+def test_cache_dir_reused_after_remount(nginx, big_image, mounts, tmp_path):
+    cache = str(tmp_path / "cache")
+    opts = ["cache_dir=" + cache, "cache_size=512M"]
+    tree = big_image["tree"]
+    want = read_prefix(os.path.join(tree, "large.bin"), 32 * MiB)
+
+    m = mounts(nginx.url("img.sqfs"), opts)
+    check_small_files(m.mnt, tree)
+    assert read_prefix(os.path.join(m.mnt, "large.bin"), 32 * MiB) == want
+    first = stats(m.mnt)
+    assert first["disk_cache_writes"] > 0
+    assert m.stop() == []
+    assert glob.glob(os.path.join(cache, "*.data"))
+    assert os.stat(cache).st_mode & 0o777 == 0o700
+
+    drop_page_cache()
+    m2 = mounts(nginx.url("img.sqfs"), opts)
+    check_small_files(m2.mnt, tree)
+    assert read_prefix(os.path.join(m2.mnt, "large.bin"), 32 * MiB) == want
+    second = stats(m2.mnt)
+    # only the probe of the head crosses the network again
+    assert second["http_bytes"] <= 128 * 1024, second
+    assert second["disk_cache_hits"] > 0
+    assert second["disk_cache_corrupt"] == 0
+
+
+def test_cache_dir_kill9_then_remount(nginx, big_image, mounts, tmp_path):
+    cache = str(tmp_path / "cache")
+    opts = ["cache_dir=" + cache, "cache_size=64M"]
+    m = mounts(nginx.url("img.sqfs"), opts)
+    reader = subprocess.Popen(["cat", os.path.join(m.mnt, "large.bin")],
+                              stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    time.sleep(0.4)
+    os.kill(m.proc.pid, signal.SIGKILL)
+    m.proc.wait(10)
+    reader.wait(30)
+    subprocess.run(["fusermount3", "-u", "-z", m.mnt], capture_output=True)
+    assert not is_mounted(m.mnt)
+    m.proc = None
+
+    m2 = mounts(nginx.url("img.sqfs"), opts)
+    assert sha256_file(os.path.join(m2.mnt, "large.bin")) == \
+        sha256_file(os.path.join(big_image["tree"], "large.bin"))
+    check_small_files(m2.mnt, big_image["tree"])
+    du = sum(os.stat(p).st_blocks * 512
+             for p in glob.glob(os.path.join(cache, "*.data")))
+    assert du <= 64 * MiB
+
+
+def test_cache_dir_corruption_is_refetched(nginx, big_image, mounts,
+                                           tmp_path):
+    cache = str(tmp_path / "cache")
+    opts = ["cache_dir=" + cache]
+    m = mounts(nginx.url("img.sqfs"), opts)
+    read_prefix(os.path.join(m.mnt, "large.bin"), 16 * MiB)
+    assert m.stop() == []
+
+    # scribble over the middle of every cached extent
+    (data,) = glob.glob(os.path.join(cache, "*.data"))
+    fd = os.open(data, os.O_RDWR)
+    pos, hits = 0, 0
+    while True:
+        try:
+            start = os.lseek(fd, pos, os.SEEK_DATA)
+        except OSError:
+            break
+        end = os.lseek(fd, start, os.SEEK_HOLE)
+        os.pwrite(fd, b"\xde\xad\xbe\xef" * 16, (start + end) // 2)
+        hits += 1
+        pos = end
+    os.close(fd)
+    assert hits > 0
+
+    drop_page_cache()
+    m2 = mounts(nginx.url("img.sqfs"), opts)
+    assert read_prefix(os.path.join(m2.mnt, "large.bin"), 16 * MiB) == \
+        read_prefix(os.path.join(big_image["tree"], "large.bin"), 16 * MiB)
+    st = stats(m2.mnt)
+    assert st["disk_cache_corrupt"] > 0
+    assert m2.alive()
+
+
+def test_two_daemons_one_cache_dir(nginx, big_image, mounts, tmp_path):
+    cache = str(tmp_path / "cache")
+    opts = ["cache_dir=" + cache]
+    a = mounts(nginx.url("img.sqfs"), opts, name="a")
+    b = mounts(nginx.url("img.sqfs"), opts, name="b")
+    assert "in use by another daemon" in b.log()
+    for m in (a, b):
+        check_small_files(m.mnt, big_image["tree"])
+    assert stats(b.mnt)["disk_cache_writes"] == 0
+    assert stats(a.mnt)["disk_cache_writes"] > 0
+
+
+def daemon_uses_asan():
+    r = subprocess.run(["ldd", daemon()], capture_output=True, text=True)
+    return "libasan" in r.stdout
+
+
+def test_memory_bound(nginx, big_image, mounts):
+    """Reading 200 MiB through small caches keeps the daemon's peak RSS
+    under the configured sizes plus a constant."""
+    caches = {"block_cache": 16, "data_cache": 8, "metadata_cache": 4}
+    readahead_cache = 8  # 8 x readahead=1M, docs/http-source.md
+    fragments = 8 * 128 // 1024 + 1
+    opts = ["%s=%dM" % kv for kv in caches.items()]
+    opts += ["fragment_cache=8", "readahead=1M"]
+    env = dict(os.environ)
+    slack = 48
+    if daemon_uses_asan():
+        # shadow memory and redzones; no quarantine to hide leaks behind
+        env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + \
+            ":quarantine_size_mb=1"
+        slack = 160
+    m = mounts(nginx.url("img.sqfs"), opts, env=env)
+    for _ in range(2):
+        assert sha256_file(os.path.join(m.mnt, "large.bin")) == \
+            sha256_file(os.path.join(big_image["tree"], "large.bin"))
+        check_small_files(m.mnt, big_image["tree"])
+        drop_page_cache()
+    st = stats(m.mnt)
+    assert st["block_cache_evictions"] > 0
+    assert st["block_cache_bytes"] <= 16 * MiB
+    with open("/proc/%d/status" % m.proc.pid) as f:
+        hwm = [int(l.split()[1]) for l in f if l.startswith("VmHWM:")][0]
+    bound = sum(caches.values()) + readahead_cache + fragments + slack
+    print("peak RSS %d KiB, bound %d MiB" % (hwm, bound))
+    assert hwm <= bound * 1024, "peak RSS %d KiB > %d MiB" % (hwm, bound)

@@ -282,6 +282,8 @@ static int run_mount(struct lsq_mount_options *opt)
 		fuse_set_log_func(log_from_fuse);
 	}
 
+	/* no fork after this point: background fetches may use threads */
+	lsq_source_http_allow_prefetch(http_source);
 	start_watcher(&watcher, &m);
 	ret = run_loop(se, opt);
 	stop_watcher(&watcher);

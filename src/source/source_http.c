@@ -132,6 +132,11 @@ const char *lsq_source_http_backend(void)
 	return "none (built without libcurl)";
 }
 
+void lsq_source_http_allow_prefetch(struct lsq_source *src)
+{
+	(void)src;
+}
+
 int lsq_source_http_get_stats(const struct lsq_source *src,
 			      struct lsq_http_stats *out)
 {
@@ -202,6 +207,7 @@ struct stream {
 	uint64_t ahead;      /* bytes to keep loading past end (grows when
 			      * the reader catches up with the loads) */
 	uint64_t stamp;
+	bool confirmed;      /* a read continued it exactly */
 };
 
 struct http_source {
@@ -237,9 +243,10 @@ struct http_source {
 	struct chunk *queue, *queue_tail;
 	pthread_t *prefetchers;
 	unsigned nprefetchers, prefetch_max, prefetch_inflight;
-	bool prefetch_started, stopping;
+	bool prefetch_allowed, prefetch_started, stopping;
 
 	atomic_bool changed;
+	atomic_uint_least64_t not_before_ns;  /* Retry-After, CLOCK_MONOTONIC */
 	atomic_uint_least64_t seed;
 	atomic_uint_least64_t requests, bytes_fetched, retries, failures,
 		cache_hits, readahead_bytes, in_flight;
@@ -792,8 +799,34 @@ static double backoff(struct http_source *hs, unsigned attempt,
 	return d;
 }
 
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static double seconds_until(uint64_t when_ns)
+{
+	uint64_t now = monotonic_ns();
+
+	return when_ns > now ? (double)(when_ns - now) / 1e9 : 0;
+}
+
+/* Hold every request of this source back for s seconds from now. */
+static void not_before(struct http_source *hs, double s)
+{
+	uint64_t want = monotonic_ns() + (uint64_t)(s * 1e9);
+	uint64_t cur = atomic_load(&hs->not_before_ns);
+
+	while (cur < want &&
+	       !atomic_compare_exchange_weak(&hs->not_before_ns, &cur, want))
+		;
+}
+
 /* Fetch [off, off+len) of the image (source coordinates) into buf, with
- * retries and mirror failover. */
+ * retries and mirror failover. speculative (readahead): one try, quiet. */
 static int fetch(struct http_source *hs, uint8_t *buf, size_t len,
 		 uint64_t off, bool speculative)
 {
@@ -809,9 +842,16 @@ static int fetch(struct http_source *hs, uint8_t *buf, size_t len,
 		unsigned cur = atomic_load(&hs->current);
 		unsigned mi = cur % hs->nmirrors;
 		const struct mirror *m = &hs->mirrors[mi];
+		double wait = seconds_until(atomic_load(&hs->not_before_ns));
 
 		if (atomic_load(&hs->changed))
 			return LSQ_ERR_REMOTE_CHANGED;
+		/* The server asked everyone to come back later (Retry-After):
+		 * a reader waits, a readahead gives up. */
+		if (wait > 0 && speculative)
+			return LSQ_ERR_IO;
+		if (wait > 0)
+			sleep_seconds(wait);
 		if (attempt > 0)
 			atomic_fetch_add_explicit(&hs->retries, 1,
 						  memory_order_relaxed);
@@ -828,6 +868,10 @@ static int fetch(struct http_source *hs, uint8_t *buf, size_t len,
 			mark_changed(hs, m, x.why);
 			return LSQ_ERR_REMOTE_CHANGED;
 		}
+		if (x.retry_after > 0)
+			not_before(hs, x.retry_after > LSQ_HTTP_RETRY_AFTER_MAX
+					       ? LSQ_HTTP_RETRY_AFTER_MAX
+					       : x.retry_after);
 		last = x.verdict;
 		url = m->url;
 		snprintf(why, sizeof(why), "%s", x.why);
@@ -920,8 +964,12 @@ static uint64_t trim_to_next_chunk(struct http_source *hs, uint64_t end,
 	return ra;
 }
 
-/* Make room for need unpinned bytes; false if in-flight chunks hold it. */
-static bool make_room(struct http_source *hs, uint64_t need)
+/* Make room for need unpinned bytes, least recently used first; false if
+ * chunks in flight or kept hold it. keep (may be NULL): a stream whose
+ * loaded-but-unread bytes, [end, fetched_to), must stay: evicting them to
+ * fetch further ahead would fetch them twice. */
+static bool make_room(struct http_source *hs, uint64_t need,
+		      const struct stream *keep)
 {
 	struct chunk *c = hs->chunks, *tail = NULL;
 
@@ -933,8 +981,10 @@ static bool make_room(struct http_source *hs, uint64_t need)
 	}
 	while (hs->ra_bytes + need > hs->ra_limit && tail) {
 		struct chunk *prev = tail->prev;
+		bool kept = keep && tail->off < keep->fetched_to &&
+			    tail->off + tail->len > keep->end;
 
-		if (!tail->pinned && tail->ready) {
+		if (!tail->pinned && tail->ready && !kept) {
 			chunk_unlink(hs, tail);
 			if (tail->refs == 0)
 				chunk_free(tail);
@@ -966,22 +1016,29 @@ static struct chunk *chunk_new(struct http_source *hs, uint64_t off,
 	return c;
 }
 
-/* Sequential detection (hs->mu held): the stream this read continues,
- * advanced past it, or NULL when the read starts a new stream (which
- * replaces the least recently used). Reads a little out of order still
- * count: the kernel and the FUSE workers deliver a sequential reader's
- * requests in parallel. */
+/* Sequential detection (hs->mu held): the stream this read belongs to, or
+ * NULL when it starts a new one (which replaces the least recently used).
+ * A read within LSQ_HTTP_RA_SLACK of a stream's end belongs to it: the
+ * kernel and the FUSE workers deliver one reader's requests in parallel,
+ * slightly out of order, and splitting the stream there would restart its
+ * window. Only a read that starts exactly at the end (*exact) confirms the
+ * stream and earns a window on a miss; a stream never confirmed (random
+ * reads that happen to land close) never fetches ahead. */
 static struct stream *stream_advance(struct http_source *hs, uint64_t off,
-				     size_t len)
+				     size_t len, bool *exact)
 {
 	struct stream *oldest = &hs->streams[0];
 
 	hs->clock++;
+	*exact = false;
 	for (unsigned i = 0; i < LSQ_HTTP_STREAMS; i++) {
 		struct stream *s = &hs->streams[i];
 
 		if (s->stamp && off + LSQ_HTTP_RA_SLACK >= s->end &&
 		    off <= s->end + LSQ_HTTP_RA_SLACK) {
+			*exact = off == s->end;
+			if (*exact)
+				s->confirmed = true;
 			if (off + len > s->end)
 				s->end = off + len;
 			s->stamp = hs->clock;
@@ -996,6 +1053,7 @@ static struct stream *stream_advance(struct http_source *hs, uint64_t off,
 	oldest->window = hs->opt.readahead < LSQ_HTTP_RA_START
 				 ? hs->opt.readahead : LSQ_HTTP_RA_START;
 	oldest->ahead = hs->opt.readahead;
+	oldest->confirmed = false;
 	return NULL;
 }
 
@@ -1006,10 +1064,21 @@ static void grow_window(struct http_source *hs, struct stream *s)
 		s->window = hs->opt.readahead;
 }
 
+/* The reader caught up with the loads (waited for one, or missed): keep
+ * more in flight, up to half the readahead memory. */
+static void reach_further(struct http_source *hs, struct stream *s)
+{
+	s->ahead *= 2;
+	if (s->ahead > hs->ra_limit / 2)
+		s->ahead = hs->ra_limit / 2;
+}
+
 static void *prefetch_worker(void *arg);
 
 static bool start_prefetchers(struct http_source *hs)
 {
+	if (!hs->prefetch_allowed)
+		return false;
 	if (hs->prefetch_started)
 		return hs->nprefetchers > 0;
 	hs->prefetch_started = true;
@@ -1048,7 +1117,7 @@ static void schedule_ahead(struct http_source *hs, struct stream *s)
 			s->fetched_to = c->off + c->len;
 			continue;
 		}
-		if (!make_room(hs, n))
+		if (!make_room(hs, n, s))
 			return;
 		c = chunk_new(hs, start, (size_t)n, false);
 		if (!c)
@@ -1110,7 +1179,7 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 	struct stream *s = NULL;
 	struct chunk *c;
 	uint64_t ra = 0;
-	bool waited = false;
+	bool waited = false, exact;
 	int ret;
 
 	if (atomic_load(&hs->changed))
@@ -1130,13 +1199,11 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 				chunk_link_front(hs, c);
 			}
 			if (!c->pinned && hs->opt.readahead) {
-				s = stream_advance(hs, offset, len);
-				if (s && waited) {
-					/* the reader caught up: go further */
-					s->ahead += hs->opt.readahead;
-					if (s->ahead > hs->ra_limit / 2)
-						s->ahead = hs->ra_limit / 2;
-				}
+				s = stream_advance(hs, offset, len, &exact);
+				if (s && !s->confirmed)
+					s = NULL;
+				if (s && waited)
+					reach_further(hs, s);
 				if (s && start_prefetchers(hs))
 					schedule_ahead(hs, s);
 			}
@@ -1156,13 +1223,16 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 
 	c = NULL;
 	if (hs->opt.readahead) {
-		s = stream_advance(hs, offset, len);
-		if (s) {
+		s = stream_advance(hs, offset, len, &exact);
+		if (s && !s->confirmed)
+			s = NULL;
+		if (s && exact) {
+			reach_further(hs, s);
 			ra = s->window;
 			if (ra > src->size - offset - len)
 				ra = src->size - offset - len;
 			ra = trim_to_next_chunk(hs, offset + len, ra);
-			if (ra && make_room(hs, len + ra))
+			if (ra && make_room(hs, len + ra, s))
 				c = chunk_new(hs, offset, (size_t)(len + ra),
 					      false);
 			if (c) {
@@ -1171,9 +1241,9 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 					s->fetched_to = offset + len + ra;
 				grow_window(hs, s);
 			}
-			if (start_prefetchers(hs))
-				schedule_ahead(hs, s);
 		}
+		if (s && start_prefetchers(hs))
+			schedule_ahead(hs, s);
 	}
 	if (!c) {
 		pthread_mutex_unlock(&hs->mu);
@@ -1264,6 +1334,21 @@ static const struct lsq_source_ops http_ops = {
 	.read_at = http_read_at,
 	.destroy = http_destroy,
 };
+
+void lsq_source_http_allow_prefetch(struct lsq_source *src)
+{
+	struct http_source *hs;
+
+	if (!src)
+		return;
+	src = (struct lsq_source *)lsq_source_unwrap(src);
+	if (src->ops != &http_ops)
+		return;
+	hs = (struct http_source *)src;
+	pthread_mutex_lock(&hs->mu);
+	hs->prefetch_allowed = true;
+	pthread_mutex_unlock(&hs->mu);
+}
 
 int lsq_source_http_get_stats(const struct lsq_source *src,
 			      struct lsq_http_stats *out)

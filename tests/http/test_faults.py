@@ -99,7 +99,9 @@ def test_5xx_retried(mounts, fault_server, small_image):
 
 
 def test_503_and_429_honour_retry_after(mounts, fault_server, small_image):
-    m = _mount(mounts, fault_server)
+    # readahead=0: the one faulty answer must go to the reader's own
+    # request, not to a background readahead (which gives up at once)
+    m = _mount(mounts, fault_server, FAST + ["readahead=0"])
     for code, rel in ((503, "f07.bin"), (429, "f08.bin")):
         f = fault_server.set_fault("status", code=code, retry_after=1,
                                    count=1)

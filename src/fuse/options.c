@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "lsq/error.h"
@@ -47,6 +48,16 @@ int lsq_parse_size(const char *s, uint64_t *out)
 		return LSQ_ERR_OVERFLOW;
 	*out = (uint64_t)v << shift;
 	return LSQ_OK;
+}
+
+unsigned lsq_default_threads(void)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	uint64_t n = (cpus > 0 ? (uint64_t)cpus : 1) * LSQ_THREADS_PER_CPU;
+
+	if (n < 8)
+		n = 8;
+	return n > LSQ_MAX_THREADS ? LSQ_MAX_THREADS : (unsigned)n;
 }
 
 static int bad_value(const char *name, const char *value, const char *expect)
@@ -486,7 +497,7 @@ int lsq_mount_options_parse(struct lsq_mount_options *opt, int argc,
 
 	memset(opt, 0, sizeof(*opt));
 	opt->mode = LSQ_MODE_MOUNT;
-	opt->threads = LSQ_DEFAULT_THREADS;
+	opt->threads = lsq_default_threads();
 	opt->entry_timeout = LSQ_DEFAULT_TIMEOUT;
 	opt->attr_timeout = LSQ_DEFAULT_TIMEOUT;
 	lsq_image_options_default(&opt->image_opts);
@@ -651,7 +662,8 @@ void lsq_mount_options_help(FILE *out)
 "\n"
 "Mount options:\n"
 "  offset=SIZE             the image starts at byte SIZE of IMAGE (default 0)\n"
-"  threads=N               at most N request threads, 1..%u (default %u)\n"
+"  threads=N               at most N request threads, 1..%u (default %u per\n"
+"                          CPU, at least 8: here %u)\n"
 "  decomp=single|percpu|N  decompression contexts (default %s)\n"
 "  metadata_cache=SIZE     decompressed metadata cache (default %s)\n"
 "  data_cache=SIZE         decompressed data block cache (default %s)\n"
@@ -702,7 +714,8 @@ void lsq_mount_options_help(FILE *out)
 "SIZE is decimal or 0x hex with an optional K, M, G or T suffix (powers of\n"
 "1024). SIGUSR1 logs the counters; SIGTERM, SIGINT or fusermount3 -u\n"
 "unmount.\n",
-		LSQ_MAX_THREADS, LSQ_DEFAULT_THREADS, decomp, meta, data,
+		LSQ_MAX_THREADS, LSQ_THREADS_PER_CPU, lsq_default_threads(),
+		decomp, meta, data,
 		d.fragment_cache_blocks, bc, csize, LSQ_DEFAULT_TIMEOUT,
 		LSQ_DEFAULT_TIMEOUT, LSQ_MAX_HTTP_CONNECTIONS,
 		h.max_connections, h.retries, h.connect_timeout, h.timeout,

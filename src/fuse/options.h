@@ -17,7 +17,10 @@
 #include "lsq/image.h"
 #include "lsq/source.h"
 
-#define LSQ_DEFAULT_THREADS 16u
+/* FUSE workers per online CPU: most of a worker's time over HTTP is spent
+ * waiting on the network, and the kernel sends a sequential reader's
+ * readahead as several requests at once. */
+#define LSQ_THREADS_PER_CPU 8u
 #define LSQ_MAX_THREADS 1024u
 #define LSQ_MAX_DECOMP_CONTEXTS 4096u
 /* The image is immutable: names and attributes can be cached for as long
@@ -86,5 +89,9 @@ void lsq_mount_options_help(FILE *out);
 /* A size or offset: decimal or 0x hex, optional K/M/G/T suffix (powers of
  * 1024). LSQ_ERR_INVALID for anything else, LSQ_ERR_OVERFLOW past 2^64. */
 int lsq_parse_size(const char *s, uint64_t *out);
+
+/* The default of -o threads: LSQ_THREADS_PER_CPU per online CPU, at least
+ * 8, at most LSQ_MAX_THREADS. */
+unsigned lsq_default_threads(void);
 
 #endif

@@ -167,9 +167,11 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 			 struct lsq_source **out, char *err, size_t errlen);
 
 /* Let an HTTP source (also under a caching layer; others ignore this)
- * start its prefetch threads. Call it once the process will not fork any
- * more (after daemonizing): threads do not survive a fork. */
-void lsq_source_http_allow_prefetch(struct lsq_source *src);
+ * start its threads: the transfer engine (one multi handle, so parallel
+ * requests multiplex over HTTP/2) and the prefetch workers. Call it once
+ * the process will not fork any more (after daemonizing): threads do not
+ * survive a fork. */
+void lsq_source_http_allow_threads(struct lsq_source *src);
 
 /* Copy the counters of an HTTP source (also under a caching layer);
  * LSQ_ERR_INVALID for any other source. Thread-safe. */

@@ -283,7 +283,7 @@ static int run_mount(struct lsq_mount_options *opt)
 	}
 
 	/* no fork after this point: background fetches may use threads */
-	lsq_source_http_allow_prefetch(http_source);
+	lsq_source_http_allow_threads(http_source);
 	start_watcher(&watcher, &m);
 	ret = run_loop(se, opt);
 	stop_watcher(&watcher);

@@ -36,6 +36,21 @@ static void load(void)
 		SYM(slist_append, "curl_slist_append"),
 		SYM(slist_free_all, "curl_slist_free_all"),
 	};
+	static const struct {
+		void **slot;
+		const char *name;
+	} optional[] = {
+		SYM(multi_init, "curl_multi_init"),
+		SYM(multi_cleanup, "curl_multi_cleanup"),
+		SYM(multi_setopt, "curl_multi_setopt"),
+		SYM(multi_add_handle, "curl_multi_add_handle"),
+		SYM(multi_remove_handle, "curl_multi_remove_handle"),
+		SYM(multi_perform, "curl_multi_perform"),
+		SYM(multi_poll, "curl_multi_poll"),
+		SYM(multi_wakeup, "curl_multi_wakeup"),
+		SYM(multi_info_read, "curl_multi_info_read"),
+		SYM(easy_getinfo, "curl_easy_getinfo"),
+	};
 	/* the soname this build was compiled against (libcurl 7 and 8
 	 * both keep ABI 4) */
 	void *lib = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
@@ -53,6 +68,15 @@ static void load(void)
 			snprintf(load_error, sizeof(load_error),
 				 "libcurl.so.4 lacks %s", syms[i].name);
 			return;
+		}
+	}
+	for (size_t i = 0; i < sizeof(optional) / sizeof(optional[0]); i++) {
+		*optional[i].slot = dlsym(lib, optional[i].name);
+		if (!*optional[i].slot) {
+			/* all or none: the engine needs every one */
+			for (size_t j = 0; j < i; j++)
+				*optional[j].slot = NULL;
+			break;
 		}
 	}
 	/* lib stays loaded for the life of the process */

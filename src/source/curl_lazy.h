@@ -32,6 +32,19 @@ struct lsq_curl_api {
 	struct curl_slist *(*slist_append)(struct curl_slist *list,
 					   const char *string);
 	void (*slist_free_all)(struct curl_slist *list);
+	/* optional (NULL when this libcurl lacks them, < 7.68): the multi
+	 * interface of the transfer engine */
+	CURLM *(*multi_init)(void);
+	CURLMcode (*multi_cleanup)(CURLM *multi);
+	CURLMcode (*multi_setopt)(CURLM *multi, CURLMoption option, ...);
+	CURLMcode (*multi_add_handle)(CURLM *multi, CURL *curl);
+	CURLMcode (*multi_remove_handle)(CURLM *multi, CURL *curl);
+	CURLMcode (*multi_perform)(CURLM *multi, int *running);
+	CURLMcode (*multi_poll)(CURLM *multi, struct curl_waitfd *extra,
+				unsigned n, int timeout_ms, int *numfds);
+	CURLMcode (*multi_wakeup)(CURLM *multi);
+	CURLMsg *(*multi_info_read)(CURLM *multi, int *left);
+	CURLcode (*easy_getinfo)(CURL *curl, CURLINFO info, ...);
 };
 
 /* The table; valid after lsq_curl_load() returned 0. */
@@ -56,5 +69,17 @@ int lsq_curl_load(char *err, size_t errlen);
 #define curl_share_setopt (lsq_curl.share_setopt)
 #define curl_slist_append (lsq_curl.slist_append)
 #define curl_slist_free_all (lsq_curl.slist_free_all)
+#define curl_multi_init (lsq_curl.multi_init)
+#define curl_multi_cleanup (lsq_curl.multi_cleanup)
+#undef curl_multi_setopt
+#define curl_multi_setopt (lsq_curl.multi_setopt)
+#define curl_multi_add_handle (lsq_curl.multi_add_handle)
+#define curl_multi_remove_handle (lsq_curl.multi_remove_handle)
+#define curl_multi_perform (lsq_curl.multi_perform)
+#define curl_multi_poll (lsq_curl.multi_poll)
+#define curl_multi_wakeup (lsq_curl.multi_wakeup)
+#define curl_multi_info_read (lsq_curl.multi_info_read)
+#undef curl_easy_getinfo
+#define curl_easy_getinfo (lsq_curl.easy_getinfo)
 
 #endif

@@ -132,7 +132,7 @@ const char *lsq_source_http_backend(void)
 	return "none (built without libcurl)";
 }
 
-void lsq_source_http_allow_prefetch(struct lsq_source *src)
+void lsq_source_http_allow_threads(struct lsq_source *src)
 {
 	(void)src;
 }
@@ -244,6 +244,15 @@ struct http_source {
 	pthread_t *prefetchers;
 	unsigned nprefetchers, prefetch_max, prefetch_inflight;
 	bool prefetch_allowed, prefetch_started, stopping;
+
+	/* transfer engine (threads allowed and libcurl has the multi calls) */
+	CURLM *multi;
+	pthread_t engine_thread;
+	pthread_mutex_t eng_mu;
+	pthread_cond_t eng_cv;
+	struct engine_job *eng_queue;
+	bool engine_started, eng_stop;
+	atomic_bool engine_on;
 
 	atomic_bool changed;
 	atomic_uint_least64_t not_before_ns;  /* Retry-After, CLOCK_MONOTONIC */
@@ -726,6 +735,134 @@ static bool transient_curl_error(CURLcode rc)
 	}
 }
 
+/* ---- the transfer engine ----
+ *
+ * libcurl multiplexes HTTP/2 streams only among the transfers of one multi
+ * handle. Once threads are allowed (after the daemon forked), every
+ * transfer is handed to one engine thread that drives a multi handle, so
+ * parallel requests share one HTTP/2 connection (HTTP/1.1: one pool of at
+ * most max_connections connections); the caller waits for its transfer.
+ * Before that, or with a libcurl that lacks the multi calls used here, a
+ * transfer is curl_easy_perform() on the calling thread. */
+
+struct engine_job {
+	struct handle *h;
+	CURLcode rc;
+	bool done;
+	struct engine_job *next;
+};
+
+static void finish_job(struct http_source *hs, struct engine_job *j,
+		       CURLcode rc)
+{
+	pthread_mutex_lock(&hs->eng_mu);
+	j->rc = rc;
+	j->done = true;
+	pthread_cond_broadcast(&hs->eng_cv);
+	pthread_mutex_unlock(&hs->eng_mu);
+}
+
+static void *engine_main(void *arg)
+{
+	struct http_source *hs = arg;
+	int running = 0;
+
+	for (;;) {
+		struct engine_job *todo, *next;
+		CURLMsg *msg;
+		int left;
+		bool stop;
+
+		pthread_mutex_lock(&hs->eng_mu);
+		todo = hs->eng_queue;
+		hs->eng_queue = NULL;
+		stop = hs->eng_stop;
+		pthread_mutex_unlock(&hs->eng_mu);
+		for (; todo; todo = next) {
+			next = todo->next;
+			if (curl_multi_add_handle(hs->multi, todo->h->curl) !=
+			    CURLM_OK)
+				finish_job(hs, todo, CURLE_FAILED_INIT);
+			else
+				running++;
+		}
+		/* stop comes after every transfer ended (see http_destroy) */
+		if (stop && running == 0)
+			break;
+		curl_multi_perform(hs->multi, &running);
+		while ((msg = curl_multi_info_read(hs->multi, &left))) {
+			CURL *easy = msg->easy_handle;
+			CURLcode rc = msg->data.result;
+			char *job = NULL;
+
+			if (msg->msg != CURLMSG_DONE)
+				continue;
+			curl_easy_getinfo(easy, CURLINFO_PRIVATE, &job);
+			curl_multi_remove_handle(hs->multi, easy);
+			if (job)
+				finish_job(hs, (struct engine_job *)job, rc);
+		}
+		curl_multi_poll(hs->multi, NULL, 0, 1000, NULL);
+	}
+	return NULL;
+}
+
+static CURLcode engine_perform(struct http_source *hs, struct handle *h)
+{
+	struct engine_job job = { .h = h, .rc = CURLE_OK };
+
+	curl_easy_setopt(h->curl, CURLOPT_PRIVATE, (char *)&job);
+	/* wait for a connection that may multiplex rather than open more */
+	curl_easy_setopt(h->curl, CURLOPT_PIPEWAIT, 1L);
+	pthread_mutex_lock(&hs->eng_mu);
+	job.next = hs->eng_queue;
+	hs->eng_queue = &job;
+	pthread_mutex_unlock(&hs->eng_mu);
+	curl_multi_wakeup(hs->multi);
+	pthread_mutex_lock(&hs->eng_mu);
+	while (!job.done)
+		pthread_cond_wait(&hs->eng_cv, &hs->eng_mu);
+	pthread_mutex_unlock(&hs->eng_mu);
+	curl_easy_setopt(h->curl, CURLOPT_PRIVATE, NULL);
+	return job.rc;
+}
+
+static void engine_start(struct http_source *hs)
+{
+	CURLM *multi;
+
+	if (!curl_multi_init || hs->engine_started)
+		return;
+	multi = curl_multi_init();
+	if (!multi)
+		return;
+	curl_multi_setopt(multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+	curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS,
+			  (long)hs->opt.max_connections);
+	hs->multi = multi;
+	if (pthread_create(&hs->engine_thread, NULL, engine_main, hs) != 0) {
+		curl_multi_cleanup(multi);
+		hs->multi = NULL;
+		return;
+	}
+	hs->engine_started = true;
+	atomic_store(&hs->engine_on, true);
+}
+
+static void engine_stop(struct http_source *hs)
+{
+	if (!hs->engine_started)
+		return;
+	pthread_mutex_lock(&hs->eng_mu);
+	hs->eng_stop = true;
+	pthread_mutex_unlock(&hs->eng_mu);
+	curl_multi_wakeup(hs->multi);
+	pthread_join(hs->engine_thread, NULL);
+	curl_multi_cleanup(hs->multi);
+	hs->multi = NULL;
+	hs->engine_started = false;
+}
+
 /* One GET of [x->off, x->off + x->want) from mirror m into x->buf. */
 static void transfer(struct xfer *x, const struct curl_slist *headers)
 {
@@ -751,7 +888,8 @@ static void transfer(struct xfer *x, const struct curl_slist *headers)
 	x->why[0] = '\0';
 	atomic_fetch_add_explicit(&hs->requests, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&hs->in_flight, 1, memory_order_relaxed);
-	rc = curl_easy_perform(h->curl);
+	rc = atomic_load(&hs->engine_on) ? engine_perform(hs, h)
+					 : curl_easy_perform(h->curl);
 	atomic_fetch_sub_explicit(&hs->in_flight, 1, memory_order_relaxed);
 
 	if (rc == CURLE_OK) {
@@ -1302,6 +1440,10 @@ static void http_destroy(struct lsq_source *src)
 	for (unsigned i = 0; i < hs->nprefetchers; i++)
 		pthread_join(hs->prefetchers[i], NULL);
 	free(hs->prefetchers);
+	/* no transfer is left: readers are gone, prefetchers joined */
+	engine_stop(hs);
+	pthread_mutex_destroy(&hs->eng_mu);
+	pthread_cond_destroy(&hs->eng_cv);
 
 	while (hs->chunks) {
 		struct chunk *c = hs->chunks;
@@ -1335,7 +1477,7 @@ static const struct lsq_source_ops http_ops = {
 	.destroy = http_destroy,
 };
 
-void lsq_source_http_allow_prefetch(struct lsq_source *src)
+void lsq_source_http_allow_threads(struct lsq_source *src)
 {
 	struct http_source *hs;
 
@@ -1348,6 +1490,7 @@ void lsq_source_http_allow_prefetch(struct lsq_source *src)
 	pthread_mutex_lock(&hs->mu);
 	hs->prefetch_allowed = true;
 	pthread_mutex_unlock(&hs->mu);
+	engine_start(hs);
 }
 
 int lsq_source_http_get_stats(const struct lsq_source *src,
@@ -1659,6 +1802,8 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 	pthread_mutex_init(&hs->mu, NULL);
 	pthread_cond_init(&hs->cv, NULL);
 	pthread_cond_init(&hs->queue_cv, NULL);
+	pthread_mutex_init(&hs->eng_mu, NULL);
+	pthread_cond_init(&hs->eng_cv, NULL);
 	/* Leave one connection for the readers' own misses. */
 	hs->prefetch_max = hs->opt.max_connections > 1
 				   ? hs->opt.max_connections - 1 : 1;

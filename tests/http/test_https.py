@@ -54,3 +54,32 @@ def test_daemon_mode_keeps_tls_connection_usable(tls_nginx, small_image,
     finally:
         subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
     assert not is_mounted(mnt)
+
+
+def test_parallel_reads_multiplex_over_one_connection(tls_nginx, mounts,
+                                                      small_image):
+    """Once mounted, transfers go through one multi handle: parallel reads
+    become HTTP/2 streams of one connection instead of one connection
+    each."""
+    import threading
+    m = mounts(tls_nginx.url("small.sqfs"),
+               ["cacert=" + tls_nginx.cert, "max_connections=4"])
+    tls_nginx.clear_log()
+    names = ["f%02d.bin" % i for i in range(10, 18)]
+    results = {}
+
+    def read(rel):
+        results[rel] = read_with_timeout(os.path.join(m.mnt, rel))
+
+    threads = [threading.Thread(target=read, args=(rel,)) for rel in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    for rel in names:
+        ok, data, _ = results[rel]
+        assert ok and data == small_image["files"][rel], rel
+    entries = tls_nginx.entries()
+    assert len(entries) >= len(names), entries
+    assert all(e["proto"] == "HTTP/2.0" for e in entries), entries
+    assert len({e["conn"] for e in entries}) == 1, entries

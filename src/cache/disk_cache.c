@@ -217,11 +217,11 @@ static void rec_encode(uint8_t r[DC_REC], uint32_t kind, uint64_t off,
 		       uint32_t len, uint32_t crc)
 {
 	memset(r, 0, DC_REC);
-	lsq_put_le64(r, off);
-	lsq_put_le32(r + 8, len);
-	lsq_put_le32(r + 12, crc);
-	lsq_put_le32(r + 16, kind);
-	lsq_put_le32(r + 28, crc_of(r, 28));
+	lsq_put64(r, off);
+	lsq_put32(r + 8, len);
+	lsq_put32(r + 12, crc);
+	lsq_put32(r + 16, kind);
+	lsq_put32(r + 28, crc_of(r, 28));
 }
 
 static void append_record(struct lsq_disk_cache *dc, uint32_t kind,
@@ -715,9 +715,9 @@ int lsq_disk_cache_open(const char *dir, const char *identity,
 		dc->shards[i].budget = budget / DC_SHARDS;
 	}
 	memcpy(dc->header, DC_MAGIC, 8);
-	lsq_put_le64(dc->header + 8, image_size);
-	lsq_put_le64(dc->header + 16, h1);
-	lsq_put_le64(dc->header + 24, h2);
+	lsq_put64(dc->header + 8, image_size);
+	lsq_put64(dc->header + 16, h1);
+	lsq_put64(dc->header + 24, h2);
 	snprintf(name, sizeof(name), "%016" PRIx64 "%016" PRIx64, h1, h2);
 
 	dc->lock_fd = open_file(dir, name, ".lock", O_RDWR, NULL);

@@ -25,7 +25,16 @@ static inline uint64_t lsq_le64(const void *p)
 	return (uint64_t)lsq_le32(b) | ((uint64_t)lsq_le32(b + 4) << 32);
 }
 
-static inline void lsq_put_le32(void *p, uint32_t v)
+/* Stores: the mirror of the loads (used by the packer's encoders and the
+ * persistent cache). */
+static inline void lsq_put16(void *p, uint16_t v)
+{
+	uint8_t *b = p;
+	b[0] = (uint8_t)v;
+	b[1] = (uint8_t)(v >> 8);
+}
+
+static inline void lsq_put32(void *p, uint32_t v)
 {
 	uint8_t *b = p;
 	b[0] = (uint8_t)v;
@@ -34,10 +43,10 @@ static inline void lsq_put_le32(void *p, uint32_t v)
 	b[3] = (uint8_t)(v >> 24);
 }
 
-static inline void lsq_put_le64(void *p, uint64_t v)
+static inline void lsq_put64(void *p, uint64_t v)
 {
-	lsq_put_le32(p, (uint32_t)v);
-	lsq_put_le32((uint8_t *)p + 4, (uint32_t)(v >> 32));
+	lsq_put32(p, (uint32_t)v);
+	lsq_put32((uint8_t *)p + 4, (uint32_t)(v >> 32));
 }
 
 #endif

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * encode.h - little-endian stores and SquashFS 4.0 structure encoders, the
+ * encode.h - SquashFS 4.0 structure encoders (stores: common/endian.h), the
  * mirror of the decoders in this folder and in src/image/. Pure functions
  * over byte buffers: no I/O, no allocation, no locks. Used by src/pack/.
  */
@@ -10,29 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/endian.h"
 #include "format/superblock.h"
-
-static inline void lsq_put16(void *p, uint16_t v)
-{
-	uint8_t *b = p;
-	b[0] = (uint8_t)v;
-	b[1] = (uint8_t)(v >> 8);
-}
-
-static inline void lsq_put32(void *p, uint32_t v)
-{
-	uint8_t *b = p;
-	b[0] = (uint8_t)v;
-	b[1] = (uint8_t)(v >> 8);
-	b[2] = (uint8_t)(v >> 16);
-	b[3] = (uint8_t)(v >> 24);
-}
-
-static inline void lsq_put64(void *p, uint64_t v)
-{
-	lsq_put32(p, (uint32_t)v);
-	lsq_put32((uint8_t *)p + 4, (uint32_t)(v >> 32));
-}
 
 /* Write the 96-byte superblock (SQUASHFS_SUPERBLOCK_SIZE) of sb into buf. */
 void lsq_superblock_encode(const struct lsq_superblock *sb, uint8_t *buf);

@@ -336,10 +336,22 @@ void lsq_image_statfs(const struct lsq_image *img, struct statvfs *st)
 	st->f_flag = ST_RDONLY;
 }
 
+static void cache_counters(struct lsq_block_cache *cache, uint64_t *hits,
+			   uint64_t *misses, uint64_t *evictions,
+			   uint64_t *bytes)
+{
+	struct lsq_block_cache_stats cs;
+
+	lsq_block_cache_get_stats(cache, &cs);
+	*hits = cs.hits;
+	*misses = cs.misses;
+	*evictions = cs.evictions;
+	*bytes = cs.bytes;
+}
+
 void lsq_image_get_stats(const struct lsq_image *img,
 			 struct lsq_image_stats *out)
 {
-	struct lsq_block_cache_stats cs;
 	struct lsq_cache_stats ls;
 	struct lsq_http_stats hs;
 
@@ -347,21 +359,12 @@ void lsq_image_get_stats(const struct lsq_image *img,
 	out->source_reads = atomic_load(&img->src->stats.reads);
 	out->source_bytes = atomic_load(&img->src->stats.bytes_read);
 	out->source_failures = atomic_load(&img->src->stats.failures);
-	lsq_block_cache_get_stats(img->meta_cache, &cs);
-	out->meta_hits = cs.hits;
-	out->meta_misses = cs.misses;
-	out->meta_evictions = cs.evictions;
-	out->meta_bytes = cs.bytes;
-	lsq_block_cache_get_stats(img->data_cache, &cs);
-	out->data_hits = cs.hits;
-	out->data_misses = cs.misses;
-	out->data_evictions = cs.evictions;
-	out->data_bytes = cs.bytes;
-	lsq_block_cache_get_stats(img->frag_cache, &cs);
-	out->frag_hits = cs.hits;
-	out->frag_misses = cs.misses;
-	out->frag_evictions = cs.evictions;
-	out->frag_bytes = cs.bytes;
+	cache_counters(img->meta_cache, &out->meta_hits, &out->meta_misses,
+		       &out->meta_evictions, &out->meta_bytes);
+	cache_counters(img->data_cache, &out->data_hits, &out->data_misses,
+		       &out->data_evictions, &out->data_bytes);
+	cache_counters(img->frag_cache, &out->frag_hits, &out->frag_misses,
+		       &out->frag_evictions, &out->frag_bytes);
 	lsq_codec_get_stats(img->codec, &out->decompress_calls,
 			    &out->decompress_ns);
 	if (lsq_source_cache_get_stats(img->src, &ls) == LSQ_OK) {

@@ -12,7 +12,10 @@
  *     is detached, and the mount already exists by then, so a script can
  *     use it as soon as the command returns (requests wait in the kernel
  *     until the loop picks them up);
- *  5. the request loop, until SIGTERM/SIGINT/SIGHUP or an unmount;
+ *  5. the request loop, until SIGTERM/SIGINT/SIGHUP or an unmount; under a
+ *     service manager ($NOTIFY_SOCKET) a thread tells it READY=1 once the
+ *     mount point answers a stat() through the loop, and STOPPING=1 is
+ *     sent when the loop ends;
  *  6. unmount, remove the handlers, destroy the session, close the image.
  */
 #include "fuse/daemon.h"
@@ -25,11 +28,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 #include <syslog.h>
 
 #include "codec/codec.h"
 #include "common/log.h"
+#include "common/sd_notify.h"
 #include "fuse/mount.h"
 #include "fuse/options.h"
 #include "fuse/stats.h"
@@ -122,6 +128,70 @@ static void stop_watcher(struct stats_watcher *w)
 	pthread_kill(w->thread, SIGUSR1);
 	pthread_join(w->thread, NULL);
 	w->running = false;
+}
+
+/* Under systemd's Type=notify: READY=1 only once the mount answers, which
+ * a stat() of the mount point proves (the kernel forwards it to our loop,
+ * and st_dev is then the FUSE connection's, not the directory's below). */
+struct ready_notifier {
+	pthread_t thread;
+	const char *mountpoint;
+	dev_t dev_below;        /* st_dev of the mount point before mounting */
+	const char *shown_image; /* what STATUS= names; never has a password */
+	bool running;
+};
+
+static void *notify_when_ready(void *arg)
+{
+	struct ready_notifier *r = arg;
+	struct stat st;
+	char *state = NULL;
+
+	/* the stat blocks until the loop answers, or fails once the
+	 * session is torn down; a stale st_dev means no mount (yet) */
+	for (int tries = 0; tries < 1000; tries++) {
+		if (stat(r->mountpoint, &st) != 0)
+			return NULL;
+		if (st.st_dev != r->dev_below)
+			break;
+		usleep(10 * 1000);
+	}
+	if (st.st_dev == r->dev_below) {
+		lsq_warn("%s: no mount answering; READY=1 not sent",
+			 r->mountpoint);
+		return NULL;
+	}
+	if (asprintf(&state, "READY=1\nSTATUS=serving %s on %s",
+		     r->shown_image, r->mountpoint) < 0)
+		return NULL;
+	if (lsq_sd_notify(state) < 0)
+		lsq_warn("cannot notify the service manager: %s",
+			 strerror(errno));
+	else
+		lsq_info("%s: mounted %s, ready", r->mountpoint,
+			 r->shown_image);
+	free(state);
+	return NULL;
+}
+
+static void start_ready_notifier(struct ready_notifier *r)
+{
+	sigset_t all, old;
+	int err;
+
+	if (!lsq_sd_notify_wanted())
+		return;
+	/* signals belong to the main thread (see start_watcher) */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	err = pthread_create(&r->thread, NULL, notify_when_ready, r);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err) {
+		lsq_warn("cannot start the readiness thread: %s",
+			 strerror(err));
+		return;
+	}
+	r->running = true;
 }
 
 /* libfuse's messages once stderr is /dev/null. */
@@ -224,7 +294,10 @@ static int run_mount(struct lsq_mount_options *opt)
 		.handles_lock = PTHREAD_MUTEX_INITIALIZER,
 	};
 	struct stats_watcher watcher = { .running = false };
+	struct ready_notifier ready = { .running = false };
 	struct fuse_session *se;
+	struct stat below;
+	char *shown = NULL;
 	sigset_t usr1;
 	int status = 1;
 	int ret;
@@ -235,8 +308,7 @@ static int run_mount(struct lsq_mount_options *opt)
 	sigemptyset(&usr1);
 	sigaddset(&usr1, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &usr1, NULL);
-	if (opt->debug)
-		lsq_log_set_level(LSQ_LOG_DEBUG);
+	lsq_log_set_level(opt->debug ? LSQ_LOG_DEBUG : opt->log_level);
 
 	/* libfuse's connection tunables (max_readahead, ...) are not known
 	 * to fuse_session_new(); take them out first, apply them in init. */
@@ -255,6 +327,10 @@ static int run_mount(struct lsq_mount_options *opt)
 
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_destroy;
+	if (stat(opt->mountpoint, &below) != 0) {
+		lsq_err_log("%s: %s", opt->mountpoint, strerror(errno));
+		goto out_remove_handlers;
+	}
 	if (fuse_session_mount(se, opt->mountpoint) != 0)
 		goto out_remove_handlers;
 	if (!opt->foreground) {
@@ -266,7 +342,15 @@ static int run_mount(struct lsq_mount_options *opt)
 	}
 
 	start_watcher(&watcher, &m);
+	shown = lsq_url_for_log(opt->image);
+	ready.mountpoint = opt->mountpoint;
+	ready.dev_below = below.st_dev;
+	ready.shown_image = shown ? shown : "the image";
+	start_ready_notifier(&ready);
+	lsq_debug("%s: serving requests", opt->mountpoint);
 	ret = run_loop(se, opt);
+	lsq_sd_notify("STOPPING=1\nSTATUS=unmounting");
+	lsq_info("%s: unmounting", opt->mountpoint);
 	stop_watcher(&watcher);
 	/* before the unmount closes the channel the store thread writes to */
 	lsq_page_store_stop(&m.page_store);
@@ -283,6 +367,11 @@ out_remove_handlers:
 	fuse_remove_signal_handlers(se);
 out_destroy:
 	fuse_session_destroy(se);
+	/* after the destroy: a stat() still waiting for the loop has failed
+	 * with the connection */
+	if (ready.running)
+		pthread_join(ready.thread, NULL);
+	free(shown);
 	if (m.img)
 		log_http_stats();  /* the final counters of a remote image */
 	http_source = NULL;

@@ -143,6 +143,39 @@ static int pass_on(struct fuse_args *pass, const char *item)
 	return ret ? LSQ_ERR_NOMEM : LSQ_OK;
 }
 
+/* Options for mount(8), fstab and systemd rather than for us; they reach
+ * us when the daemon is started by a mount helper or by hand with an fstab
+ * line's options. Also loglevel=, which concerns how the daemon runs.
+ * Returns true when name was one of them, *err telling if it was valid. */
+static bool parse_service_option(struct lsq_mount_options *opt,
+				 const char *name, const char *value, int *err)
+{
+	static const char *const mount_only[] = {
+		"_netdev", "nofail", "noauto", "auto", "defaults", "user",
+		"nouser", "users", "owner", "group", "comment",
+	};
+	static const char *const levels[] = {
+		"error", "warning", "info", "debug",
+	};
+
+	*err = LSQ_OK;
+	if (strncmp(name, "x-", 2) == 0)
+		return true;  /* x-systemd.*, x-mount.* and other userspace notes */
+	for (size_t i = 0; i < sizeof(mount_only) / sizeof(mount_only[0]); i++)
+		if (strcmp(name, mount_only[i]) == 0)
+			return true;
+	if (strcmp(name, "loglevel") != 0)
+		return false;
+	for (size_t i = 0; value && i < sizeof(levels) / sizeof(levels[0]); i++)
+		if (strcmp(value, levels[i]) == 0) {
+			opt->log_level = (enum lsq_log_level)i;
+			return true;
+		}
+	*err = bad_value(name, value ? value : "",
+			 "error, warning, info or debug");
+	return true;
+}
+
 /* One -o item, "name" or "name=value". Ours are consumed; the rest is
  * queued for libfuse in pass. */
 static int parse_item(struct lsq_mount_options *opt, char *item,
@@ -155,6 +188,8 @@ static int parse_item(struct lsq_mount_options *opt, char *item,
 
 	if (value)
 		*value++ = '\0';
+	if (parse_service_option(opt, name, value, &err))
+		return err;
 
 #define IS(n) (strcmp(name, n) == 0)
 #define NEED_VALUE()							\
@@ -455,6 +490,7 @@ int lsq_mount_options_parse(struct lsq_mount_options *opt, int argc,
 	memset(opt, 0, sizeof(*opt));
 	opt->mode = LSQ_MODE_MOUNT;
 	opt->threads = LSQ_DEFAULT_THREADS;
+	opt->log_level = LSQ_LOG_INFO;
 	opt->entry_timeout = LSQ_DEFAULT_TIMEOUT;
 	opt->attr_timeout = LSQ_DEFAULT_TIMEOUT;
 	lsq_image_options_default(&opt->image_opts);
@@ -612,6 +648,10 @@ void lsq_mount_options_help(FILE *out)
 "  suid, nosuid            honour set-user/group-id bits (default nosuid)\n"
 "  ro                      accepted; the mount is always read-only\n"
 "  debug                   same as -d\n"
+"  loglevel=LEVEL          error, warning, info or debug (default info);\n"
+"                          stderr with -f, syslog (the journal) without\n"
+"  _netdev, nofail, noauto, auto, defaults, user, nouser, users, owner,\n"
+"  group, comment=, x-*    for mount(8), fstab and systemd: ignored here\n"
 "\n"
 "Options for http:// and https:// images (docs/http-source.md):\n"
 "  max_connections=N       parallel connections/requests, 1..%u (default %u)\n"

@@ -276,8 +276,11 @@ static int open_image(const struct lsq_mount_options *opt,
 	err = lsq_image_open(src, &opt->image_opts, img, errbuf,
 			     sizeof(errbuf));
 	if (err) {
-		lsq_err_log("%s: %s", opt->image,
+		char *shown = lsq_url_for_log(opt->image);
+
+		lsq_err_log("%s: %s", shown ? shown : "image",
 			    errbuf[0] ? errbuf : lsq_strerror(err));
+		free(shown);
 		lsq_source_destroy(src);
 		return err;
 	}
@@ -308,7 +311,6 @@ static int run_mount(struct lsq_mount_options *opt)
 	sigemptyset(&usr1);
 	sigaddset(&usr1, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &usr1, NULL);
-	lsq_log_set_level(opt->debug ? LSQ_LOG_DEBUG : opt->log_level);
 
 	/* libfuse's connection tunables (max_readahead, ...) are not known
 	 * to fuse_session_new(); take them out first, apply them in init. */

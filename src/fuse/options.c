@@ -313,8 +313,9 @@ static int parse_item(struct lsq_mount_options *opt, char *item,
 		NO_VALUE();
 		return LSQ_OK;
 	} else if (IS("rw")) {
-		/* mount(8) may add rw on its own; refusing would break fstab */
-		lsq_warn("ignoring -o rw: the mount is always read-only");
+		/* mount(8) may add rw on its own; refusing would break fstab.
+		 * Warned about once loglevel= is known. */
+		opt->ignored_rw = true;
 		return LSQ_OK;
 	} else if (IS("debug")) {
 		NO_VALUE();
@@ -413,7 +414,8 @@ static int build_fuse_args(struct lsq_mount_options *opt,
 
 	/* The absolute path tells which image is mounted wherever
 	 * /proc/mounts is read from. */
-	path = lsq_source_is_url(opt->image) ? NULL
+	/* /proc/mounts is world-readable: a URL shows without a password */
+	path = lsq_source_is_url(opt->image) ? lsq_url_for_log(opt->image)
 					     : realpath(opt->image, NULL);
 	esc = escape_opt(path ? path : opt->image);
 	if (!esc)
@@ -537,6 +539,10 @@ int lsq_mount_options_parse(struct lsq_mount_options *opt, int argc,
 	}
 	if (err)
 		goto out;
+	/* every message from here on obeys -o loglevel= (or -d) */
+	lsq_log_set_level(opt->debug ? LSQ_LOG_DEBUG : opt->log_level);
+	if (opt->ignored_rw)
+		lsq_warn("ignoring -o rw: the mount is always read-only");
 
 	switch (opt->mode) {
 	case LSQ_MODE_HELP:

@@ -44,6 +44,7 @@ struct lsq_mount_options {
 	bool debug;
 	bool single_thread;
 	enum lsq_log_level log_level;  /* -o loglevel=, default info */
+	bool ignored_rw;        /* -o rw was given (and is ignored) */
 	uint64_t offset;
 	unsigned threads;
 	struct lsq_image_options image_opts;

@@ -138,6 +138,7 @@ struct ready_notifier {
 	const char *mountpoint;
 	dev_t dev_below;        /* st_dev of the mount point before mounting */
 	const char *shown_image; /* what STATUS= names; never has a password */
+	atomic_bool stop;       /* the loop has ended: give up, say nothing */
 	bool running;
 };
 
@@ -146,16 +147,19 @@ static void *notify_when_ready(void *arg)
 	struct ready_notifier *r = arg;
 	struct stat st;
 	char *state = NULL;
+	int err;
 
 	/* the stat blocks until the loop answers, or fails once the
 	 * session is torn down; a stale st_dev means no mount (yet) */
 	for (int tries = 0; tries < 1000; tries++) {
-		if (stat(r->mountpoint, &st) != 0)
+		if (atomic_load(&r->stop) || stat(r->mountpoint, &st) != 0)
 			return NULL;
 		if (st.st_dev != r->dev_below)
 			break;
 		usleep(10 * 1000);
 	}
+	if (atomic_load(&r->stop))
+		return NULL;
 	if (st.st_dev == r->dev_below) {
 		lsq_warn("%s: no mount answering; READY=1 not sent",
 			 r->mountpoint);
@@ -164,9 +168,10 @@ static void *notify_when_ready(void *arg)
 	if (asprintf(&state, "READY=1\nSTATUS=serving %s on %s",
 		     r->shown_image, r->mountpoint) < 0)
 		return NULL;
-	if (lsq_sd_notify(state) < 0)
+	err = lsq_sd_notify(state);
+	if (err < 0)
 		lsq_warn("cannot notify the service manager: %s",
-			 strerror(errno));
+			 strerror(-err));
 	else
 		lsq_info("%s: mounted %s, ready", r->mountpoint,
 			 r->shown_image);
@@ -181,6 +186,7 @@ static void start_ready_notifier(struct ready_notifier *r)
 
 	if (!lsq_sd_notify_wanted())
 		return;
+	atomic_init(&r->stop, false);
 	/* signals belong to the main thread (see start_watcher) */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
@@ -351,6 +357,7 @@ static int run_mount(struct lsq_mount_options *opt)
 	start_ready_notifier(&ready);
 	lsq_debug("%s: serving requests", opt->mountpoint);
 	ret = run_loop(se, opt);
+	atomic_store(&ready.stop, true);
 	lsq_sd_notify("STOPPING=1\nSTATUS=unmounting");
 	lsq_info("%s: unmounting", opt->mountpoint);
 	stop_watcher(&watcher);

@@ -23,7 +23,7 @@ def parse(msg):
                 if "=" in line)
 
 
-def run_notified(tmp_path, image, sock_name, bind_to):
+def run_notified(tmp_path, image, sock_name, bind_to, stop="SIGTERM"):
     require_mount_env()
     img, tree = image
     mnt = tmp_path / "mnt"
@@ -48,7 +48,11 @@ def run_notified(tmp_path, image, sock_name, bind_to):
         assert img in state["STATUS"]
         check_tree(str(mnt), tree)
 
-        p.send_signal(signal.SIGTERM)
+        if stop == "SIGTERM":
+            p.send_signal(signal.SIGTERM)
+        else:
+            subprocess.run(["fusermount3", "-u", str(mnt)], check=True,
+                           timeout=30)
         msg = sock.recv(4096)
         assert parse(msg).get("STOPPING") == "1", msg
         assert p.wait(30) == 0, (tmp_path / "stderr").read_text()
@@ -70,6 +74,11 @@ def run_notified(tmp_path, image, sock_name, bind_to):
 def test_ready_and_stopping_path_socket(tmp_path, image):
     path = str(tmp_path / "notify.sock")
     run_notified(tmp_path, image, path, path)
+
+
+def test_stopping_after_unmount(tmp_path, image):
+    path = str(tmp_path / "notify.sock")
+    run_notified(tmp_path, image, path, path, stop="unmount")
 
 
 def test_ready_and_stopping_abstract_socket(tmp_path, image):

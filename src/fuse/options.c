@@ -492,12 +492,12 @@ int lsq_mount_options_parse(struct lsq_mount_options *opt, int argc,
 	memset(opt, 0, sizeof(*opt));
 	opt->mode = LSQ_MODE_MOUNT;
 	opt->threads = LSQ_DEFAULT_THREADS;
-	opt->log_level = LSQ_LOG_INFO;
 	opt->entry_timeout = LSQ_DEFAULT_TIMEOUT;
 	opt->attr_timeout = LSQ_DEFAULT_TIMEOUT;
 	lsq_image_options_default(&opt->image_opts);
 	lsq_http_options_default(&opt->http_opts);
 	opt->fuse_args = (struct fuse_args)FUSE_ARGS_INIT(0, NULL);
+	opt->log_level = LSQ_LOG_INFO;
 
 	for (int i = 1; i < argc && !err; i++) {
 		const char *a = argv[i];

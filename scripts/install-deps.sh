@@ -10,6 +10,7 @@ PKGS=(
 	squashfs-tools squashfs-tools-ng squashfuse
 	nginx-light fio valgrind attr python3 python3-pytest
 	util-linux kmod procps openssl ca-certificates
+	scdoc man-db groff-base debootstrap systemd systemd-container
 )
 
 missing=()

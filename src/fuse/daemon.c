@@ -12,7 +12,10 @@
  *     is detached, and the mount already exists by then, so a script can
  *     use it as soon as the command returns (requests wait in the kernel
  *     until the loop picks them up);
- *  5. the request loop, until SIGTERM/SIGINT/SIGHUP or an unmount;
+ *  5. the request loop, until SIGTERM/SIGINT/SIGHUP or an unmount; under a
+ *     service manager ($NOTIFY_SOCKET) a thread tells it READY=1 once the
+ *     mount point answers a stat() through the loop, and STOPPING=1 is
+ *     sent when the loop ends;
  *  6. unmount, remove the handlers, destroy the session, close the image.
  */
 #include "fuse/daemon.h"
@@ -25,11 +28,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 #include <syslog.h>
 
 #include "codec/codec.h"
 #include "common/log.h"
+#include "common/sd_notify.h"
 #include "fuse/mount.h"
 #include "fuse/options.h"
 #include "fuse/stats.h"
@@ -122,6 +128,76 @@ static void stop_watcher(struct stats_watcher *w)
 	pthread_kill(w->thread, SIGUSR1);
 	pthread_join(w->thread, NULL);
 	w->running = false;
+}
+
+/* Under systemd's Type=notify: READY=1 only once the mount answers, which
+ * a stat() of the mount point proves (the kernel forwards it to our loop,
+ * and st_dev is then the FUSE connection's, not the directory's below). */
+struct ready_notifier {
+	pthread_t thread;
+	const char *mountpoint;
+	dev_t dev_below;        /* st_dev of the mount point before mounting */
+	const char *shown_image; /* what STATUS= names; never has a password */
+	atomic_bool stop;       /* the loop has ended: give up, say nothing */
+	bool running;
+};
+
+static void *notify_when_ready(void *arg)
+{
+	struct ready_notifier *r = arg;
+	struct stat st;
+	char *state = NULL;
+	int err;
+
+	/* the stat blocks until the loop answers, or fails once the
+	 * session is torn down; a stale st_dev means no mount (yet) */
+	for (int tries = 0; tries < 1000; tries++) {
+		if (atomic_load(&r->stop) || stat(r->mountpoint, &st) != 0)
+			return NULL;
+		if (st.st_dev != r->dev_below)
+			break;
+		usleep(10 * 1000);
+	}
+	if (atomic_load(&r->stop))
+		return NULL;
+	if (st.st_dev == r->dev_below) {
+		lsq_warn("%s: no mount answering; READY=1 not sent",
+			 r->mountpoint);
+		return NULL;
+	}
+	if (asprintf(&state, "READY=1\nSTATUS=serving %s on %s",
+		     r->shown_image, r->mountpoint) < 0)
+		return NULL;
+	err = lsq_sd_notify(state);
+	if (err < 0)
+		lsq_warn("cannot notify the service manager: %s",
+			 strerror(-err));
+	else
+		lsq_info("%s: mounted %s, ready", r->mountpoint,
+			 r->shown_image);
+	free(state);
+	return NULL;
+}
+
+static void start_ready_notifier(struct ready_notifier *r)
+{
+	sigset_t all, old;
+	int err;
+
+	if (!lsq_sd_notify_wanted())
+		return;
+	atomic_init(&r->stop, false);
+	/* signals belong to the main thread (see start_watcher) */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	err = pthread_create(&r->thread, NULL, notify_when_ready, r);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err) {
+		lsq_warn("cannot start the readiness thread: %s",
+			 strerror(err));
+		return;
+	}
+	r->running = true;
 }
 
 /* libfuse's messages once stderr is /dev/null. */
@@ -223,8 +299,11 @@ static int open_image(const struct lsq_mount_options *opt,
 	err = lsq_image_open(src, &opt->image_opts, img, errbuf,
 			     sizeof(errbuf));
 	if (err) {
-		lsq_err_log("%s: %s", opt->image,
+		char *shown = lsq_url_for_log(opt->image);
+
+		lsq_err_log("%s: %s", shown ? shown : "image",
 			    errbuf[0] ? errbuf : lsq_strerror(err));
+		free(shown);
 		lsq_source_destroy(src);
 		return err;
 	}
@@ -241,7 +320,10 @@ static int run_mount(struct lsq_mount_options *opt)
 		.handles_lock = PTHREAD_MUTEX_INITIALIZER,
 	};
 	struct stats_watcher watcher = { .running = false };
+	struct ready_notifier ready = { .running = false };
 	struct fuse_session *se;
+	struct stat below;
+	char *shown = NULL;
 	sigset_t usr1;
 	int status = 1;
 	int ret;
@@ -252,8 +334,6 @@ static int run_mount(struct lsq_mount_options *opt)
 	sigemptyset(&usr1);
 	sigaddset(&usr1, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &usr1, NULL);
-	if (opt->debug)
-		lsq_log_set_level(LSQ_LOG_DEBUG);
 
 	/* libfuse's connection tunables (max_readahead, ...) are not known
 	 * to fuse_session_new(); take them out first, apply them in init. */
@@ -272,6 +352,10 @@ static int run_mount(struct lsq_mount_options *opt)
 
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_destroy;
+	if (stat(opt->mountpoint, &below) != 0) {
+		lsq_err_log("%s: %s", opt->mountpoint, strerror(errno));
+		goto out_remove_handlers;
+	}
 	if (fuse_session_mount(se, opt->mountpoint) != 0)
 		goto out_remove_handlers;
 	if (!opt->foreground) {
@@ -285,7 +369,16 @@ static int run_mount(struct lsq_mount_options *opt)
 	/* no fork after this point: background fetches may use threads */
 	lsq_source_http_allow_threads(http_source);
 	start_watcher(&watcher, &m);
+	shown = lsq_url_for_log(opt->image);
+	ready.mountpoint = opt->mountpoint;
+	ready.dev_below = below.st_dev;
+	ready.shown_image = shown ? shown : "the image";
+	start_ready_notifier(&ready);
+	lsq_debug("%s: serving requests", opt->mountpoint);
 	ret = run_loop(se, opt);
+	atomic_store(&ready.stop, true);
+	lsq_sd_notify("STOPPING=1\nSTATUS=unmounting");
+	lsq_info("%s: unmounting", opt->mountpoint);
 	stop_watcher(&watcher);
 	/* before the unmount closes the channel the store thread writes to */
 	lsq_page_store_stop(&m.page_store);
@@ -302,6 +395,11 @@ out_remove_handlers:
 	fuse_remove_signal_handlers(se);
 out_destroy:
 	fuse_session_destroy(se);
+	/* after the destroy: a stat() still waiting for the loop has failed
+	 * with the connection */
+	if (ready.running)
+		pthread_join(ready.thread, NULL);
+	free(shown);
 	if (m.img)
 		log_http_stats();  /* the final counters of a remote image */
 	http_source = NULL;
@@ -353,6 +451,22 @@ static int print_stats(const char *mountpoint)
 	return fflush(stdout) == 0 ? 0 : 1;
 }
 
+/* The part of --help about running under mount(8) and systemd; apart from
+ * lsq_mount_options_help(), whose format string is near the length ISO C
+ * compilers must accept. */
+static void print_service_help(FILE *out)
+{
+	fputs(
+"\n"
+"Options for running under mount(8), fstab and systemd (docs/systemd.md):\n"
+"  loglevel=LEVEL          error, warning, info or debug (default info);\n"
+"                          stderr with -f, syslog (the journal) without\n"
+"  _netdev, nofail, noauto, auto, defaults, user, nouser, users, owner,\n"
+"  group, comment=, x-*    for mount(8), fstab and systemd: ignored here\n"
+"  With $NOTIFY_SOCKET set (systemd Type=notify), READY=1 is sent once the\n"
+"  mount answers, STOPPING=1 when it ends.\n", out);
+}
+
 static void print_version(void)
 {
 	printf(PROG " %s\n", LSQ_VERSION);
@@ -377,6 +491,7 @@ int lsq_mount_main(int argc, char **argv)
 	switch (opt.mode) {
 	case LSQ_MODE_HELP:
 		lsq_mount_options_help(stdout);
+		print_service_help(stdout);
 		status = 0;
 		break;
 	case LSQ_MODE_VERSION:

@@ -154,6 +154,39 @@ static int pass_on(struct fuse_args *pass, const char *item)
 	return ret ? LSQ_ERR_NOMEM : LSQ_OK;
 }
 
+/* Options for mount(8), fstab and systemd rather than for us; they reach
+ * us when the daemon is started by a mount helper or by hand with an fstab
+ * line's options. Also loglevel=, which concerns how the daemon runs.
+ * Returns true when name was one of them, *err telling if it was valid. */
+static bool parse_service_option(struct lsq_mount_options *opt,
+				 const char *name, const char *value, int *err)
+{
+	static const char *const mount_only[] = {
+		"_netdev", "nofail", "noauto", "auto", "defaults", "user",
+		"nouser", "users", "owner", "group", "comment",
+	};
+	static const char *const levels[] = {
+		"error", "warning", "info", "debug",
+	};
+
+	*err = LSQ_OK;
+	if (strncmp(name, "x-", 2) == 0)
+		return true;  /* x-systemd.*, x-mount.* and other userspace notes */
+	for (size_t i = 0; i < sizeof(mount_only) / sizeof(mount_only[0]); i++)
+		if (strcmp(name, mount_only[i]) == 0)
+			return true;
+	if (strcmp(name, "loglevel") != 0)
+		return false;
+	for (size_t i = 0; value && i < sizeof(levels) / sizeof(levels[0]); i++)
+		if (strcmp(value, levels[i]) == 0) {
+			opt->log_level = (enum lsq_log_level)i;
+			return true;
+		}
+	*err = bad_value(name, value ? value : "",
+			 "error, warning, info or debug");
+	return true;
+}
+
 /* One -o item, "name" or "name=value". Ours are consumed; the rest is
  * queued for libfuse in pass. */
 static int parse_item(struct lsq_mount_options *opt, char *item,
@@ -166,6 +199,8 @@ static int parse_item(struct lsq_mount_options *opt, char *item,
 
 	if (value)
 		*value++ = '\0';
+	if (parse_service_option(opt, name, value, &err))
+		return err;
 
 #define IS(n) (strcmp(name, n) == 0)
 #define NEED_VALUE()							\
@@ -321,8 +356,9 @@ static int parse_item(struct lsq_mount_options *opt, char *item,
 		NO_VALUE();
 		return LSQ_OK;
 	} else if (IS("rw")) {
-		/* mount(8) may add rw on its own; refusing would break fstab */
-		lsq_warn("ignoring -o rw: the mount is always read-only");
+		/* mount(8) may add rw on its own; refusing would break fstab.
+		 * Warned about once loglevel= is known. */
+		opt->ignored_rw = true;
 		return LSQ_OK;
 	} else if (IS("debug")) {
 		NO_VALUE();
@@ -421,7 +457,8 @@ static int build_fuse_args(struct lsq_mount_options *opt,
 
 	/* The absolute path tells which image is mounted wherever
 	 * /proc/mounts is read from. */
-	path = lsq_source_is_url(opt->image) ? NULL
+	/* /proc/mounts is world-readable: a URL shows without a password */
+	path = lsq_source_is_url(opt->image) ? lsq_url_for_log(opt->image)
 					     : realpath(opt->image, NULL);
 	esc = escape_opt(path ? path : opt->image);
 	if (!esc)
@@ -505,6 +542,7 @@ int lsq_mount_options_parse(struct lsq_mount_options *opt, int argc,
 	opt->cache_opts.dir_bytes = LSQ_DEFAULT_CACHE_SIZE;
 	opt->prefetch_metadata = -1;
 	opt->fuse_args = (struct fuse_args)FUSE_ARGS_INIT(0, NULL);
+	opt->log_level = LSQ_LOG_INFO;
 
 	for (int i = 1; i < argc && !err; i++) {
 		const char *a = argv[i];
@@ -546,6 +584,10 @@ int lsq_mount_options_parse(struct lsq_mount_options *opt, int argc,
 	}
 	if (err)
 		goto out;
+	/* every message from here on obeys -o loglevel= (or -d) */
+	lsq_log_set_level(opt->debug ? LSQ_LOG_DEBUG : opt->log_level);
+	if (opt->ignored_rw)
+		lsq_warn("ignoring -o rw: the mount is always read-only");
 
 	switch (opt->mode) {
 	case LSQ_MODE_HELP:

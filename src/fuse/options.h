@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/log.h"
 #include "fuse/mount.h"
 #include "lsq/image.h"
 #include "lsq/source.h"
@@ -50,6 +51,8 @@ struct lsq_mount_options {
 	bool foreground;
 	bool debug;
 	bool single_thread;
+	enum lsq_log_level log_level;  /* -o loglevel=, default info */
+	bool ignored_rw;        /* -o rw was given (and is ignored) */
 	uint64_t offset;
 	unsigned threads;
 	struct lsq_image_options image_opts;

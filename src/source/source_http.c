@@ -174,6 +174,7 @@ enum verdict {
 
 struct mirror {
 	char *url;
+	char *shown;          /* url for messages: no password, no query */
 	char *etag;           /* strong ETag, or NULL */
 	char *last_modified;  /* or NULL */
 	struct curl_slist *headers;  /* user headers + If-Range */
@@ -918,7 +919,7 @@ static void mark_changed(struct http_source *hs, const struct mirror *m,
 {
 	if (!atomic_exchange(&hs->changed, true))
 		lsq_err_log("remote image changed: %s (%s); every further "
-			    "read fails", m->url, why);
+			    "read fails", m->shown, why);
 }
 
 static double backoff(struct http_source *hs, unsigned attempt,
@@ -974,7 +975,7 @@ static int fetch(struct http_source *hs, uint8_t *buf, size_t len,
 	enum verdict last = V_RETRY;
 	struct xfer x;
 	char why[256] = "";
-	const char *url = hs->mirrors[0].url;
+	const char *url = hs->mirrors[0].shown;
 
 	for (unsigned attempt = 0; attempt < tries; attempt++) {
 		unsigned cur = atomic_load(&hs->current);
@@ -1011,10 +1012,10 @@ static int fetch(struct http_source *hs, uint8_t *buf, size_t len,
 					       ? LSQ_HTTP_RETRY_AFTER_MAX
 					       : x.retry_after);
 		last = x.verdict;
-		url = m->url;
+		url = m->shown;
 		snprintf(why, sizeof(why), "%s", x.why);
 		lsq_debug("%s: bytes %" PRIu64 "-%" PRIu64 ": %s (try %u of %u)",
-			  m->url, x.off, x.off + len - 1, x.why, attempt + 1,
+			  m->shown, x.off, x.off + len - 1, x.why, attempt + 1,
 			  tries);
 		/* Another mirror may do better; move everyone on. */
 		if (hs->nmirrors > 1)
@@ -1411,6 +1412,7 @@ static void free_mirrors(struct http_source *hs)
 {
 	for (unsigned i = 0; i < hs->nmirrors; i++) {
 		free(hs->mirrors[i].url);
+		free(hs->mirrors[i].shown);
 		free(hs->mirrors[i].etag);
 		free(hs->mirrors[i].last_modified);
 		curl_slist_free_all(hs->mirrors[i].headers);
@@ -1645,7 +1647,7 @@ static int probe(struct http_source *hs, struct mirror *m, uint8_t *buf,
 		if (x.verdict == V_OK)
 			break;
 		if (x.verdict == V_FATAL || attempt + 1 == tries) {
-			snprintf(err, errlen, "%s: %s", m->url, x.why);
+			snprintf(err, errlen, "%s: %s", m->shown, x.why);
 			return x.verdict == V_TIMEOUT ? LSQ_ERR_TIMEOUT
 						      : LSQ_ERR_IO;
 		}
@@ -1653,7 +1655,7 @@ static int probe(struct http_source *hs, struct mirror *m, uint8_t *buf,
 	}
 	if (x.cr_total <= hs->base_offset) {
 		snprintf(err, errlen, "%s: offset %" PRIu64 " is past the end "
-			 "(%" PRIu64 " bytes)", m->url, hs->base_offset,
+			 "(%" PRIu64 " bytes)", m->shown, hs->base_offset,
 			 x.cr_total);
 		return LSQ_ERR_OUT_OF_BOUNDS;
 	}
@@ -1700,7 +1702,7 @@ static int open_mirrors(struct http_source *hs, char *err, size_t errlen)
 		    memcmp(head, other, len) != 0) {
 			snprintf(err, errlen, "mirror %s: not the same image "
 				 "as %s (size %" PRIu64 " vs %" PRIu64 ")",
-				 m->url, p->url, total, hs->total);
+				 m->shown, p->shown, total, hs->total);
 			ret = LSQ_ERR_INVALID;
 			goto out;
 		}
@@ -1709,8 +1711,8 @@ static int open_mirrors(struct http_source *hs, char *err, size_t errlen)
 		     p->last_modified &&
 		     strcmp(m->last_modified, p->last_modified) != 0)) {
 			snprintf(err, errlen, "mirror %s: validator (ETag or "
-				 "Last-Modified) differs from %s", m->url,
-				 p->url);
+				 "Last-Modified) differs from %s", m->shown,
+				 p->shown);
 			ret = LSQ_ERR_INVALID;
 			goto out;
 		}
@@ -1727,7 +1729,7 @@ static int open_mirrors(struct http_source *hs, char *err, size_t errlen)
 			}
 		} else if (i == 0) {
 			lsq_warn("%s: no ETag or Last-Modified; a change of the "
-				 "image is only detected by its size", m->url);
+				 "image is only detected by its size", m->shown);
 		}
 		m->headers = copy_headers(hs->user_headers, line);
 		free(line);
@@ -1812,7 +1814,7 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		pthread_mutex_init(&hs->share_locks[i], NULL);
 	hs->base.ops = &http_ops;
-	hs->base.name = strdup(url);
+	hs->base.name = lsq_url_for_log(url);  /* shown in messages */
 	hs->free_handles = calloc(hs->opt.max_connections,
 				  sizeof(*hs->free_handles));
 	hs->mirrors = calloc(1 + opt->nmirrors, sizeof(*hs->mirrors));
@@ -1823,7 +1825,8 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 	hs->nmirrors = 1 + opt->nmirrors;
 	for (unsigned i = 0; i < hs->nmirrors; i++) {
 		hs->mirrors[i].url = strdup(i ? opt->mirrors[i - 1] : url);
-		if (!hs->mirrors[i].url)
+		hs->mirrors[i].shown = lsq_url_for_log(hs->mirrors[i].url);
+		if (!hs->mirrors[i].url || !hs->mirrors[i].shown)
 			goto fail;
 	}
 	if (opt->cacert) {

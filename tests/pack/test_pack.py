@@ -437,7 +437,7 @@ def test_help_matches_man_page():
     import re
     here = os.path.dirname(os.path.abspath(__file__))
     man = open(os.path.join(here, "..", "..", "docs", "man",
-                            "sqfs-lazy-pack.1.md")).read()
+                            "sqfs-lazy-pack.1.scd")).read()
     out = subprocess.run([packer(), "--help"], capture_output=True,
                          text=True).stdout
     opts = lambda t: set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]+", t))  # noqa: E731,E501

@@ -1,0 +1,310 @@
+"""A real systemd: Debian 12's systemd 252 boots as PID 1 in a container
+(systemd-nspawn -b) and mounts images through our units.
+
+The rootfs is made once by make_rootfs.sh (debootstrap, ~35-80 s) and kept
+in $LSQ_ROOTFS_CACHE (default /var/cache/sqfs-lazy-test); the container
+boots it with --volatile=overlay, so nothing a test does reaches the cache.
+The project is installed with `meson install --destdir` into a staging tree
+that is bind-mounted in and unpacked over the container's root. The host
+runs no systemd or D-Bus, hence --register=no --keep-unit; the container
+shares the host's network, so it reaches nginx on 127.0.0.1. Every command
+in the container runs through nsenter into PID 1's namespaces, with a
+timeout; the nspawn process is always stopped at the end.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import (CONTENT, HERE, build_dir, require, require_mount_env,
+                      sha256)
+
+CACHE = os.environ.get("LSQ_ROOTFS_CACHE", "/var/cache/sqfs-lazy-test")
+
+
+class Container:
+    def __init__(self, root, stage, imgdir, log):
+        self.root, self.stage, self.imgdir = root, stage, imgdir
+        self.logpath = log
+        self.name = "sqfs-lazy-test-%d" % os.getpid()
+        self.proc = None
+        self.pid1 = None
+
+    def boot(self):
+        self.log = open(self.logpath, "wb")
+        self.proc = subprocess.Popen(
+            ["systemd-nspawn", "-b", "-D", self.root, "-M", self.name,
+             "--volatile=overlay", "--register=no", "--keep-unit",
+             "--console=pipe", "--bind=/dev/fuse",
+             "--bind-ro=%s:/mnt/stage" % self.stage,
+             "--bind-ro=%s:/srv/img" % self.imgdir],
+            stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
+            start_new_session=True)
+        deadline = time.monotonic() + 60
+        while self.pid1 is None:
+            if self.proc.poll() is not None:
+                raise AssertionError("systemd-nspawn exited (%d):\n%s" % (
+                    self.proc.returncode, self.boot_log()))
+            if time.monotonic() > deadline:
+                raise AssertionError("no systemd in the container:\n" +
+                                     self.boot_log())
+            self.pid1 = self.find_pid1()
+            time.sleep(0.05)
+        # systemctl fails until PID 1 listens on its private socket
+        while True:
+            r = self.run("systemctl", "is-system-running", "--wait",
+                         timeout=90, check=False)
+            if r.stdout.strip() or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        # "degraded" would name a unit that failed at boot: show it
+        state = r.stdout.strip()
+        failed = self.run("systemctl", "--failed", "--plain",
+                          "--no-legend", check=False).stdout
+        # "degraded": a unit of the base system failed to start, which
+        # depends on the machine, not on us; ours are not started yet
+        assert state in ("running", "degraded"), (state, r.stderr, failed)
+        assert "sqfs" not in failed, failed
+        self.boot_state = (state, failed)
+
+    def find_pid1(self):
+        """The container's init: the process named systemd below nspawn."""
+        todo = [self.proc.pid]
+        while todo:
+            pid = todo.pop()
+            try:
+                with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+                    kids = [int(k) for k in f.read().split()]
+            except OSError:
+                continue
+            for k in kids:
+                try:
+                    with open("/proc/%d/comm" % k) as f:
+                        if f.read().strip() == "systemd":
+                            return k
+                except OSError:
+                    pass
+            todo += kids
+        return None
+
+    def run(self, *cmd, timeout=60, check=True):
+        r = subprocess.run(["nsenter", "-t", str(self.pid1), "-a", "--"] +
+                           list(cmd), capture_output=True, text=True,
+                           timeout=timeout, stdin=subprocess.DEVNULL)
+        if check:
+            assert r.returncode == 0, (cmd, r.returncode, r.stdout,
+                                       r.stderr)
+        return r
+
+    def write(self, path, text):
+        r = subprocess.run(["nsenter", "-t", str(self.pid1), "-a", "--",
+                            "sh", "-c", 'cat > "$1"', "sh", path],
+                           input=text, capture_output=True, text=True,
+                           timeout=30)
+        assert r.returncode == 0, r.stderr
+
+    def boot_log(self):
+        self.log.flush()
+        with open(self.logpath, "rb") as f:
+            return f.read()[-4000:].decode(errors="replace")
+
+    def stop(self):
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        # one SIGTERM asks nspawn to halt the container in order
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(30)
+        self.log.close()
+        # nspawn's (empty) mount propagation directory outlives it
+        try:
+            os.rmdir("/run/systemd/nspawn/propagate/" + self.name)
+        except OSError:
+            pass
+
+
+def libraries(binary):
+    """Absolute paths of the shared libraries binary loads."""
+    r = subprocess.run(["ldd", binary], capture_output=True, text=True,
+                       timeout=30)
+    out = []
+    for line in r.stdout.splitlines():
+        parts = line.split()
+        for p in parts:
+            if p.startswith("/"):
+                out.append(p)
+                break
+    return out
+
+
+def stage_install(stage, root):
+    """meson install into stage, plus any library the build links that the
+    rootfs lacks (libasan and libubsan of a sanitizer build)."""
+    r = subprocess.run(["meson", "install", "-C", build_dir(), "--no-rebuild",
+                        "--quiet", "--destdir", str(stage)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for dirpath, _, files in os.walk(stage):
+        for f in files:
+            p = os.path.join(dirpath, f)
+            if not os.access(p, os.X_OK) or os.path.islink(p):
+                continue
+            with open(p, "rb") as fh:
+                if fh.read(4) != b"\x7fELF":
+                    continue
+            for lib in libraries(p):
+                real = os.path.realpath(lib)
+                if os.path.exists(root + lib) or os.path.exists(root + real):
+                    continue
+                dest = str(stage) + lib
+                os.makedirs(os.path.dirname(dest), exist_ok=True)
+                shutil.copy2(real, dest)
+
+
+@pytest.fixture(scope="module")
+def container(tmp_path_factory, image):
+    require_mount_env()
+    for tool in ("systemd-nspawn", "debootstrap", "nsenter", "meson"):
+        require(shutil.which(tool) is not None, tool + " missing")
+    r = subprocess.run(["bash", os.path.join(HERE, "make_rootfs.sh"), CACHE],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr
+    root = r.stdout.strip().splitlines()[-1]
+    work = tmp_path_factory.mktemp("container")
+    os.chmod(work, 0o755)
+    stage = work / "stage"
+    stage_install(stage, root)
+    c = Container(root, str(stage), os.path.dirname(image[0]),
+                  str(work / "nspawn.log"))
+    try:
+        c.boot()
+        # the project, unpacked over the root; /sbin stays a symlink
+        c.run("sh", "-c", "tar -C /mnt/stage -cf - . | "
+              "tar -C / --keep-directory-symlink -xf -")
+        c.run("systemctl", "daemon-reload")
+        yield c
+    finally:
+        c.stop()
+
+
+def read_sums(c, mnt):
+    r = c.run("sha256sum", *[mnt + "/" + n for n in CONTENT], timeout=60)
+    return {line.split()[1][len(mnt) + 1:]: line.split()[0]
+            for line in r.stdout.splitlines()}
+
+
+def expect(image):
+    return {n: sha256(os.path.join(image[1], n)) for n in CONTENT}
+
+
+def mounted(c, mnt):
+    return c.run("findmnt", "-n", "-o", "FSTYPE", mnt,
+                 check=False).stdout.strip()
+
+
+def test_installed_units_verify(container):
+    c = container
+    units = c.run("sh", "-c", "ls /lib/systemd/system/sqfs-lazy-mount@.service"
+                  " /lib/systemd/system/srv-images.mount").stdout.split()
+    assert len(units) == 2
+    r = c.run("systemd-analyze", "verify", "--man=no", *units, check=False)
+    assert r.returncode == 0, r.stderr
+    # where mount(8) looks for helpers
+    c.run("test", "-x", "/sbin/mount.sqfs-lazy")
+
+
+def test_example_mount_unit(container, image, nginx):
+    """The installed example unit, What= pointed at nginx on the host."""
+    c = container
+    unit = c.run("cat", "/lib/systemd/system/srv-images.mount").stdout
+    what = next(l for l in unit.splitlines() if l.startswith("What="))
+    unit = unit.replace(what, "What=" + nginx.url(image[0]))
+    # the example logs warnings only; the SIGUSR1 counters are info
+    assert "loglevel=warning" in unit
+    unit = unit.replace("loglevel=warning", "loglevel=info")
+    c.write("/etc/systemd/system/srv-images.mount", unit)
+    c.run("systemctl", "daemon-reload")
+    c.run("systemctl", "start", "srv-images.mount", timeout=120)
+    try:
+        # mounted means answering: the helper returned only then
+        assert mounted(c, "/srv/images") == "fuse.sqfs-lazy"
+        assert read_sums(c, "/srv/images") == expect(image)
+        # background daemon: its log lines reach the journal via syslog
+        c.run("systemctl", "kill", "--signal=SIGUSR1", "srv-images.mount")
+        deadline = time.monotonic() + 20
+        while True:
+            j = c.run("journalctl", "-q", "-o", "cat",
+                      "SYSLOG_IDENTIFIER=sqfs-lazy-mount").stdout
+            if "stats:" in j:
+                break
+            assert time.monotonic() < deadline, (
+                j, c.run("journalctl", "-q", "-n", "40", "--no-pager").stdout,
+                c.run("systemctl", "status", "srv-images.mount",
+                      check=False).stdout)
+            time.sleep(0.2)
+    finally:
+        c.run("systemctl", "stop", "srv-images.mount", timeout=120)
+    assert mounted(c, "/srv/images") == ""
+    assert c.run("systemctl", "is-active", "srv-images.mount",
+                 check=False).stdout.strip() == "inactive"
+
+
+def test_fstab_lines(container, image, nginx):
+    """fstab lines of both types; systemd-fstab-generator makes the units."""
+    c = container
+    fstab = c.run("cat", "/etc/fstab", check=False).stdout
+    fstab += ("%s /srv/fstab-url sqfs-lazy ro,_netdev,nofail,noauto,"
+              "x-systemd.mount-timeout=60 0 0\n" % nginx.url(image[0]))
+    fstab += ("/srv/img/%s /srv/fstab-file fuse.sqfs-lazy-mount "
+              "ro,nodev,nosuid,noauto,loglevel=warning 0 0\n"
+              % os.path.basename(image[0]))
+    c.write("/etc/fstab", fstab)
+    c.run("systemctl", "daemon-reload")
+    for mnt, unit, fstype in (("/srv/fstab-url", "srv-fstab\\x2durl.mount",
+                               "fuse.sqfs-lazy"),
+                              ("/srv/fstab-file", "srv-fstab\\x2dfile.mount",
+                               "fuse.sqfs-lazy")):
+        c.run("systemctl", "start", unit, timeout=120)
+        try:
+            assert mounted(c, mnt) == fstype
+            assert read_sums(c, mnt) == expect(image)
+        finally:
+            c.run("systemctl", "stop", unit, timeout=120)
+        assert mounted(c, mnt) == ""
+
+
+def test_notify_service(container, image, nginx):
+    """sqfs-lazy-mount@NAME.service: Type=notify, so start returns after
+    READY=1, when the mount already answers; stop is clean."""
+    c = container
+    c.run("mkdir", "-p", "/etc/sqfs-lazy")
+    for name, img in (("web", nginx.url(image[0])),
+                      ("local", "/srv/img/" + os.path.basename(image[0]))):
+        mnt = "/srv/svc-" + name
+        c.write("/etc/sqfs-lazy/%s.conf" % name,
+                "IMAGE=%s\nMOUNTPOINT=%s\nOPTIONS=loglevel=info\n"
+                % (img, mnt))
+        unit = "sqfs-lazy-mount@%s.service" % name
+        c.run("systemctl", "start", unit, timeout=120)
+        try:
+            assert mounted(c, mnt) == "fuse.sqfs-lazy"
+            assert read_sums(c, mnt) == expect(image)
+            status = c.run("systemctl", "show", "-p", "StatusText",
+                           "--value", unit).stdout
+            assert status.startswith("serving ") and mnt in status, status
+        finally:
+            c.run("systemctl", "stop", unit, timeout=120)
+        assert mounted(c, mnt) == ""
+        show = c.run("systemctl", "show", "-p", "Result,ExecMainStatus",
+                     unit).stdout
+        assert "Result=success" in show and "ExecMainStatus=0" in show, show
+        # foreground: stderr lines in the journal, one per event
+        j = c.run("journalctl", "-q", "-o", "cat", "-u", unit).stdout
+        assert "%s: mounted" % mnt in j and "%s: unmounting" % mnt in j, j

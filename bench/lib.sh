@@ -99,11 +99,12 @@ free_port() {
 # 127.0.0.1:<free port>, serving the directory $1 (config, logs and www/
 # under it). tcp_nopush stays off: with it, answers of about 64 KiB (one
 # compressed block) wait 40 ms on loopback. The access log has $bytes_sent
-# (headers included) and the Range of every request. Sets nginx_pid,
-# nginx_port and nginx_base (http://127.0.0.1:PORT).
+# (headers included) and the Range of every request. $2 (optional) goes
+# into the server block as is. Sets nginx_pid, nginx_port and nginx_base
+# (http://127.0.0.1:PORT).
 nginx_pid= nginx_port= nginx_base=
 nginx_start() {
-	local hdir=$1 bin try n conf
+	local hdir=$1 extra=${2:-} bin try n conf
 	bin=$(command -v nginx || echo /usr/sbin/nginx)
 	mkdir -p "$hdir/www" "$hdir/tmp"
 	for try in 1 2 3 4 5; do
@@ -125,7 +126,7 @@ http {
   keepalive_requests 1000000;
   client_body_temp_path $hdir/tmp; proxy_temp_path $hdir/tmp;
   fastcgi_temp_path $hdir/tmp; uwsgi_temp_path $hdir/tmp; scgi_temp_path $hdir/tmp;
-  server { listen 127.0.0.1:$nginx_port; root $hdir/www; }
+  server { listen 127.0.0.1:$nginx_port; root $hdir/www; $extra }
 }
 EOF
 		: >"$hdir/access.log"

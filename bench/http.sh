@@ -88,6 +88,7 @@ for t in fio mksquashfs python3 curl mountpoint timeout fusermount3; do
 done
 nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 [ -x "$nginx_bin" ] || die "missing tool: nginx"
+[ -d "$build" ] && build=$(cd "$build" && pwd)
 lazy_bin=$build/sqfs-lazy-mount
 cat_bin=$build/sqfs-lazy-cat
 [ -x "$lazy_bin" ] || die "no executable $lazy_bin (use --build)"

@@ -15,10 +15,22 @@ drop_caches() {
 	echo 3 >/proc/sys/vm/drop_caches
 }
 
-# Mounted at all, even when its FUSE daemon died: "mountpoint -q" fails on
-# a dead FUSE mount (stat gives ENOTCONN), findmnt reads the mount table.
+# Mounted at all, even when its FUSE daemon died: findmnt reads the mount
+# table and never touches the mount point (a stat of a dead FUSE mount
+# fails with ENOTCONN; util-linux's "mountpoint -q" may or may not notice).
 is_mounted() {
 	findmnt -rn --mountpoint "$1" >/dev/null 2>&1
+}
+
+# A mount whose FUSE daemon is gone: reading its root directory gives
+# "Transport endpoint is not connected" (ENOTCONN). A stat of the root may
+# still succeed from the kernel's attribute cache, hence the listing.
+is_dead_mount() {
+	is_mounted "$1" || return 1
+	case $(LC_ALL=C timeout -s KILL 5 ls -A "$1" 2>&1 >/dev/null) in
+	*"not connected"*) return 0 ;;
+	esac
+	return 1
 }
 
 # Pids whose argv holds $1 exactly: the FUSE daemons of one of our mount
@@ -61,7 +73,7 @@ unmount_one() {
 		fstype=$(findmnt -rn -o FSTYPE --mountpoint "$dir" 2>/dev/null | tail -1 || true)
 		case $fstype in
 		fuse*)
-			if ! mountpoint -q "$dir" 2>/dev/null; then
+			if is_dead_mount "$dir"; then
 				log "warning: dead FUSE mount on $dir (daemon gone), detaching"
 				fusermount3 -uz "$dir" 2>/dev/null || umount -l "$dir" 2>/dev/null || true
 			else

@@ -82,6 +82,7 @@ for t in fio mksquashfs python3 mountpoint findmnt timeout flock losetup; do
 	command -v "$t" >/dev/null || die "missing tool: $t"
 done
 
+[ -d "$build" ] && build=$(cd "$build" && pwd)
 lazy_bin=$build/sqfs-lazy-mount
 IFS=, read -r -a reader_list <<<"$readers"
 IFS=, read -r -a workload_list <<<"$workloads"

@@ -245,9 +245,15 @@ def targets(res):
     """Issue 4's targets, as ratios in this run, for our two readers."""
     t = []
 
-    def add(comp, reader, what, value, ok, shown):
+    def add(comp, reader, what, value, ok, shown, row=None):
+        # No figure: a MISS when our reader failed, no line when the run
+        # has nothing to compare with (kernel not measured).
+        if value is None and not (row and row["status"].get(reader) ==
+                                  "FAIL"):
+            return
         t.append({"image": comp, "reader": reader, "what": what,
-                  "value": value, "ok": ok, "shown": shown})
+                  "value": value, "ok": ok,
+                  "shown": shown if value is not None else "FAIL"})
 
     for comp in res["comps"]:
         for r in OURS:
@@ -260,7 +266,7 @@ def targets(res):
                         continue
                     v = row["ratio_vs_kernel"].get(r)
                     add(comp, r, "%s %s >= 0.5x kernel" % (WL[wl][1], st),
-                        v, v is not None and v >= 0.5, fmt_ratio(v))
+                        v, v is not None and v >= 0.5, fmt_ratio(v), row)
             for wl in ("findsize", "findtype"):
                 row = find_row(res, comp, wl, "cold")
                 if not row or r not in row["status"]:
@@ -269,12 +275,12 @@ def targets(res):
                 tm = 1.0 / v if v else None
                 add(comp, r, "%s cold <= 2x the kernel's time" % WL[wl][1],
                     tm, tm is not None and tm <= 2.0,
-                    "%.2fx the time" % tm if tm else "-")
+                    "%.2fx the time" % tm if tm else "-", row)
             row = find_row(res, comp, "seq", "cold")
             if row and r in row["status"]:
                 v = row["ratio_vs_kernel"].get(r)
                 add(comp, r, "1M seq cold >= 1.3x kernel", v,
-                    v is not None and v >= 1.3, fmt_ratio(v))
+                    v is not None and v >= 1.3, fmt_ratio(v), row)
             if comp == "xz":
                 a = find_row(res, comp, "rand2", "cold 1st s")
                 b = find_row(res, comp, "rand1", "cold 1st s")
@@ -283,16 +289,19 @@ def targets(res):
                     v = va / vb if va and vb else None
                     add(comp, r, "xz: 2 jobs >= 1.7x 1 job (IOPS of the "
                         "cold 1st second, decompression-bound)", v,
-                        v is not None and v >= 1.7, fmt_ratio(v))
+                        v is not None and v >= 1.7, fmt_ratio(v),
+                        a if a["status"].get(r) == "FAIL" else b)
         rf = res["refetch"].get(comp)
         if rf:
             v = rf.get("ratio")
-            add(comp, "lazy-http", "repeated read over HTTP fetches each "
+            t.append({"image": comp, "reader": "lazy-http", "what":
+                "repeated read over HTTP fetches each "
                 "touched block once: fetched <= 1.05x compressed bytes "
-                "touched", v, v is not None and v <= 1.05,
+                "touched", "value": v, "ok": v is not None and v <= 1.05,
+                "shown":
                 "%s (%s fetched / %s touched)" % (
                     fmt_ratio(v), fmt_bytes(rf.get("fetched_bytes")),
-                    fmt_bytes(rf["set"]["set_touched"]["bytes"])))
+                    fmt_bytes(rf["set"]["set_touched"]["bytes"]))})
     return t
 
 

@@ -21,7 +21,7 @@
 #   --work DIR           image, downloads, mount points, nginx
 #                        (default $SQFS_BENCH_WORK or /tmp/sqfs-lazy-bench)
 #   --results DIR        parent of the per-run result directory
-#                        (default $SQFS_BENCH_RESULTS or <work>/results)
+#                        (default $SQFS_BENCH_RESULTS or <repo>/bench/results)
 #   --comp NAME          mksquashfs compressor of the image (default zstd)
 #   --runtime SEC        seconds per random-read fio run (default 10, quick 3)
 #   --seq-cap SEC        longest sequential pass (default 30, quick 10)
@@ -68,7 +68,7 @@ while [ $# -gt 0 ]; do
 	shift
 done
 
-results=${results:-$work/results}
+results=${results:-$here/results}
 if [ "$quick" = 1 ]; then
 	runtime=${runtime:-3} seqcap=${seqcap:-10} latencies=${latencies:-0,20}
 	small_cap=${SQFS_BENCH_SMALL_CAP:-60}

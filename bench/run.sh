@@ -18,7 +18,7 @@
 #   --work DIR           images, mount points, nginx
 #                        (default $SQFS_BENCH_WORK or /tmp/sqfs-lazy-bench)
 #   --results DIR        parent of the per-run result directory
-#                        (default $SQFS_BENCH_RESULTS or <work>/results)
+#                        (default $SQFS_BENCH_RESULTS or <repo>/bench/results)
 #   --runtime SEC        seconds per random-read fio run (default 20, quick 2)
 #   --repeat N           run every row N times, report medians (default 1)
 #   --verify             also sha256 big.bin on every mount (untimed)
@@ -68,7 +68,7 @@ while [ $# -gt 0 ]; do
 	shift
 done
 
-results=${results:-$work/results}
+results=${results:-$here/results}
 case $repeat in ''|*[!0-9]*|0) die "--repeat needs a positive integer" ;; esac
 if [ -z "$runtime" ]; then
 	if [ "$quick" = 1 ]; then runtime=2; else runtime=20; fi

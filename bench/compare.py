@@ -1,87 +1,56 @@
 #!/usr/bin/env python3
-"""Summaries for bench/run.sh.
-
-  compare.py fio-summary FIO.json [LOG_PREFIX]
-      print "iops mib_s seconds bytes clat_mean_us clat_p99_us iops_first_s"
-      for one fio --output-format=json file (all jobs summed; seconds is the
-      longest job runtime); iops_first_s is the IOPS of the first second,
-      summed over LOG_PREFIX_iops.<job>.log, or "-" without logs
+"""Report of a bench/run.sh run (issue 4's matrix).
 
   compare.py report RUN_DIR [--json-only]
-      read RUN_DIR/meta.tsv and RUN_DIR/measurements.tsv, write
-      RUN_DIR/results.json and print the comparison table
+      read RUN_DIR/meta.tsv, measurements.tsv and raw/, write
+      RUN_DIR/results.json and RUN_DIR/results.md, print the text table
 
-  compare.py table RESULTS.json
-      print the table again from a results.json (also of an older run)
+  compare.py table RESULTS.json [--md]
+      print the table again from a results.json
 
-Ratios are "speed relative to the kernel": reader/kernel for IOPS and MiB/s,
-kernel/reader for seconds, so 1.00x is parity and smaller is slower in every
-row.
+  compare.py fio-summary FIO.json [LOG_PREFIX]
+      same as benchlib.py fio-summary (kept for older callers)
+
+Ratios are speed relative to the kernel: reader/kernel for IOPS and MiB/s,
+kernel/reader for seconds, so 1.00x is parity, above 1 faster, below 1
+slower, in every row.
 """
 
 import csv
 import json
 import os
-import statistics
+import re
 import sys
 
-READERS = ["kernel", "squashfuse_ll", "sqfs-lazy"]
+from benchlib import (fio_summary, fmt_bytes, fmt_ratio, machine_line, med,
+                      num, read_kv, render, render_md, versions_line)
+
+READERS = ["kernel", "squashfuse_ll", "lazy-local", "lazy-http"]
 LABELS = {"kernel": "kernel", "squashfuse_ll": "squashfuse_ll",
-          "sqfs-lazy": "sqfs-lazy-mount"}
+          "lazy-local": "sqfs-lazy local", "lazy-http": "sqfs-lazy http"}
+OURS = ["lazy-local", "lazy-http"]
 WORKLOADS = [
     # key, label, metric column, unit, higher is better
-    ("rand1", "rand 4k psync, 1 job", "iops", "IOPS", True),
-    ("rand2", "rand 4k psync, 2 jobs", "iops", "IOPS", True),
-    ("seq", "seq 1M, 1 pass", "mib_s", "MiB/s", True),
+    ("rand1", "4k rand psync 1 job", "iops", "IOPS", True),
+    ("rand2", "4k rand psync 2 jobs", "iops", "IOPS", True),
+    ("mmap", "4k rand mmap 1 job", "iops", "IOPS", True),
+    ("seq", "1M seq, 1 pass", "mib_s", "MiB/s", True),
+    ("findsize", "find -printf %s", "seconds", "s", False),
+    ("findtype", "find -type f", "seconds", "s", False),
     ("tar", "tar tree | wc -c", "seconds", "s", False),
 ]
+WL = {w[0]: w for w in WORKLOADS}
+VERSIONS = [("fio_version", "fio"), ("squashfuse_version", "squashfuse"),
+            ("mksquashfs_version", "mksquashfs"),
+            ("nginx_version", "nginx"),
+            ("sqfs_lazy_version", "sqfs-lazy-mount")]
+NUMERIC = ("iops", "mib_s", "seconds", "bytes", "count", "clat_mean_us",
+           "clat_p99_us", "iops_first_s", "daemon_cpu_s", "http_requests",
+           "http_bytes", "load1")
 
 
-def first_second_iops(prefix):
-    """Sum over jobs of the first 1 s interval of fio's averaged IOPS log."""
-    total, found = 0.0, False
-    d = os.path.dirname(prefix) or "."
-    base = os.path.basename(prefix) + "_iops."
-    for name in sorted(os.listdir(d)):
-        if not (name.startswith(base) and name.endswith(".log")):
-            continue
-        with open(os.path.join(d, name)) as f:
-            line = f.readline().split(",")
-        if len(line) >= 2:
-            total += float(line[1])
-            found = True
-    return "%.1f" % total if found else "-"
-
-
-def fio_summary(path, log_prefix=None):
-    with open(path) as f:
-        text = f.read()
-    # fio may print warnings before the JSON document
-    data = json.loads(text[text.index("{"):])
-    iops = bw = io_bytes = 0.0
-    secs = 0.0
-    clat_w = clat_n = 0.0
-    p99 = 0.0
-    for job in data["jobs"]:
-        rd = job["read"]
-        iops += rd["iops"]
-        bw += rd["bw_bytes"]
-        io_bytes += rd["io_bytes"]
-        secs = max(secs, rd["runtime"] / 1000.0)
-        n = rd.get("total_ios") or rd["clat_ns"].get("N", 0)
-        clat_w += rd["clat_ns"]["mean"] * n
-        clat_n += n
-        pct = rd["clat_ns"].get("percentile", {})
-        p99 = max(p99, pct.get("99.000000", 0))
-    clat = clat_w / clat_n / 1000.0 if clat_n else 0.0
-    first = first_second_iops(log_prefix) if log_prefix else "-"
-    print("%.1f %.1f %.3f %d %.1f %.1f %s" % (iops, bw / 1048576.0, secs,
-                                             io_bytes, clat, p99 / 1000.0,
-                                             first))
-
-
-def read_meta(run_dir):
-    meta, image = {}, {}
+def read_meta_images(run_dir):
+    meta, images = {}, {}
     with open(os.path.join(run_dir, "meta.tsv")) as f:
         for line in f:
             line = line.rstrip("\n")
@@ -89,139 +58,251 @@ def read_meta(run_dir):
                 continue
             k, v = line.split("\t", 1)
             if k.startswith("image."):
-                image[k[6:]] = v
+                _, comp, key = k.split(".", 2)
+                images.setdefault(comp, {})[key] = v
             else:
                 meta[k] = v
-    return meta, image
+    return meta, images
 
 
-def num(v):
-    if v is None or v == "":
-        return None
-    try:
-        return float(v)
-    except ValueError:
-        return None
+def ranges_union(access_log):
+    """Bytes of the union of the ranges asked for in an access log slice
+    (format of lib.sh: '$msec $method $status $bytes_sent "$http_range"
+    ...'), and the sum of their lengths."""
+    spans = []
+    with open(access_log) as f:
+        for line in f:
+            m = re.search(r'"bytes=(\d+)-(\d+)"', line)
+            if m:
+                spans.append((int(m.group(1)), int(m.group(2)) + 1))
+    asked = sum(b - a for a, b in spans)
+    union, end = 0, -1
+    for a, b in sorted(spans):
+        if a > end:
+            union += b - a
+            end = b
+        elif b > end:
+            union += b - end
+            end = b
+    return union, asked, len(spans)
 
 
-def med(vals):
-    vals = [v for v in vals if v is not None]
-    return statistics.median(vals) if vals else None
-
-
-def read_stats(run_dir):
-    """Counters printed by sqfs-lazy-mount --stats after each workload's
-    warm row ("name value" lines); the last repetition wins."""
-    out = {}
+def refetch_results(run_dir, comp, meas):
     raw = os.path.join(run_dir, "raw")
-    if not os.path.isdir(raw):
-        return out
-    files = []
-    for name in os.listdir(raw):
-        # sqfs-lazy.<workload>.<rep>.stats.txt
-        parts = name.split(".")
-        if len(parts) == 5 and parts[0] == "sqfs-lazy" and \
-                parts[3:] == ["stats", "txt"] and parts[2].isdigit():
-            files.append((int(parts[2]), parts, name))
-    for _, parts, name in sorted(files):
-        d = {}
-        with open(os.path.join(raw, name)) as f:
-            for line in f:
-                kv = line.split()
-                if len(kv) == 2:
-                    try:
-                        d[kv[0]] = int(kv[1])
-                    except ValueError:
-                        d[kv[0]] = kv[1]
-        if d:
-            out[parts[1]] = d
-    return out
+    base = os.path.join(raw, "%s.refetch" % comp)
+    if not os.path.exists(base + ".set.json"):
+        return None
+    with open(base + ".set.json") as f:
+        fs = json.load(f)
+    res = {"set": fs, "passes": {}}
+    s0 = read_kv(base + ".stats0.txt")
+    prev = s0.get("http_bytes")
+    prev_req = s0.get("http_requests")
+    for p in ("pass1", "pass2"):
+        m = [x for x in meas if x["image"] == comp and
+             x["workload"] == "refetch" and x["state"] == p]
+        s = read_kv(base + ".stats-%s.txt" % p)
+        d = {"status": m[-1]["status"] if m else "missing"}
+        if m and m[-1]["status"] == "ok":
+            d.update(seconds=m[-1]["seconds"], bytes_read=m[-1]["bytes"],
+                     nginx_requests=m[-1]["http_requests"],
+                     nginx_bytes_sent=m[-1]["http_bytes"])
+        if isinstance(s.get("http_bytes"), int) and isinstance(prev, int):
+            d["fetched_bytes"] = s["http_bytes"] - prev
+            prev = s["http_bytes"]
+        if isinstance(s.get("http_requests"), int) and \
+                isinstance(prev_req, int):
+            d["fetched_requests"] = s["http_requests"] - prev_req
+            prev_req = s["http_requests"]
+        res["passes"][p] = d
+    touched = fs["set_touched"]["bytes"]
+    fetched = [res["passes"][p].get("fetched_bytes") for p in
+               ("pass1", "pass2")]
+    if None not in fetched:
+        res["fetched_bytes"] = sum(fetched)
+        res["source"] = "sqfs-lazy-mount --stats http_bytes"
+    else:  # no counters: nginx's bytes (headers included)
+        nb = [res["passes"][p].get("nginx_bytes_sent") for p in
+              ("pass1", "pass2")]
+        if None not in nb:
+            res["fetched_bytes"] = sum(nb)
+            res["source"] = "nginx $bytes_sent"
+    if os.path.exists(base + ".access.log"):
+        union, asked, n = ranges_union(base + ".access.log")
+        res.update(ranges_union_bytes=union, ranges_asked_bytes=asked,
+                   ranges=n)
+    if res.get("fetched_bytes") is not None and touched:
+        res["ratio"] = res["fetched_bytes"] / touched
+    return res
 
 
 def build_results(run_dir):
-    meta, image = read_meta(run_dir)
+    meta, images = read_meta_images(run_dir)
     with open(os.path.join(run_dir, "measurements.tsv")) as f:
         meas = list(csv.DictReader(f, delimiter="\t"))
     for m in meas:
-        for k in ("iops", "mib_s", "seconds", "bytes", "clat_mean_us",
-                  "clat_p99_us", "iops_first_s", "daemon_cpu_s", "load1"):
+        for k in NUMERIC:
             m[k] = num(m.get(k))
-    readers = [r for r in meta.get("readers", "").split(",") if r]
+    readers = [r for r in READERS if r in meta.get("readers", "").split(",")]
+    comps = [c for c in meta.get("comps", "").split(",") if c]
     rows = []
-    for key, label, col, unit, higher in WORKLOADS:
-        views = [("cold", "cold", col), ("warm", "warm", col)]
-        if col == "iops":  # the first second of the cold run, from fio's log
-            views.insert(1, ("cold", "cold 1st s", "iops_first_s"))
-        for state, state_label, metric in views:
-            sel = [m for m in meas if m["workload"] == key and m["state"] == state]
-            if not sel:
-                continue
-            row = {"workload": key, "label": label, "state": state_label,
-                   "metric": metric, "unit": unit, "higher_is_better": higher,
-                   "values": {}, "ratio_vs_kernel": {}, "daemon_cpu_s": {},
-                   "status": {}}
-            # with --repeat, several samples per reader: report medians
-            for r in sorted({m["reader"] for m in sel}):
-                ms = [m for m in sel if m["reader"] == r]
-                ok = [m for m in ms if m["status"] == "ok" and m[metric] is not None]
-                row["status"][r] = "ok" if ok else "FAIL"
-                vals = [m[metric] for m in ok]
-                row["values"][r] = med(vals)
-                row.setdefault("samples", {})[r] = vals
-                row.setdefault("failures", {})[r] = len(ms) - len(ok)
-                row["daemon_cpu_s"][r] = med([m["daemon_cpu_s"] for m in ok])
-                if key == "tar":
-                    row.setdefault("tar_bytes", {})[r] = sorted(
-                        {int(m["bytes"]) for m in ok if m["bytes"]})
-                if metric == "iops":
-                    row.setdefault("clat_mean_us", {})[r] = med(
-                        [m["clat_mean_us"] for m in ok])
-                    row.setdefault("clat_p99_us", {})[r] = med(
-                        [m["clat_p99_us"] for m in ok])
-            k = row["values"].get("kernel")
-            for r, v in row["values"].items():
-                if r == "kernel" or not k or not v:
+    for comp in comps:
+        for key, label, col, unit, higher in WORKLOADS:
+            views = [("cold", "cold", col), ("warm", "warm", col)]
+            if col == "iops":  # the first second of the cold run
+                views.insert(1, ("cold", "cold 1st s", "iops_first_s"))
+            for state, state_label, metric in views:
+                sel = [m for m in meas if m["image"] == comp and
+                       m["workload"] == key and m["state"] == state]
+                if not sel:
                     continue
-                row["ratio_vs_kernel"][r] = v / k if higher else k / v
-            rows.append(row)
-    # mount time: median over the cold mounts of each reader
-    mrow = {"workload": "mount", "label": "mount until usable (median)",
-            "state": "cold", "metric": "seconds", "unit": "s",
-            "higher_is_better": False, "values": {}, "ratio_vs_kernel": {},
-            "daemon_cpu_s": {}, "status": {}, "samples": {}}
-    for r in readers:
-        v = [m["seconds"] for m in meas if m["workload"] == "mount"
-             and m["reader"] == r and m["seconds"] is not None]
-        if v:
-            mrow["values"][r] = statistics.median(v)
-            mrow["samples"][r] = v
-            mrow["status"][r] = "ok"
-    k = mrow["values"].get("kernel")
-    for r, v in mrow["values"].items():
-        if r != "kernel" and k and v:
-            mrow["ratio_vs_kernel"][r] = k / v
-    if mrow["values"]:
-        rows.append(mrow)
+                rows.append(make_row(comp, key, label, state_label, metric,
+                                     unit, higher, sel))
+        sel = [m for m in meas if m["image"] == comp and
+               m["workload"] == "mount"]
+        if sel:
+            rows.append(make_row(comp, "mount", "mount until usable",
+                                 "cold", "seconds", "s", False, sel))
+    stats = {}
+    raw = os.path.join(run_dir, "raw")
+    if os.path.isdir(raw):
+        for name in sorted(os.listdir(raw)):
+            m = re.match(r"^(\w+)\.(lazy-\w+)\.(\w+)\.(\d+)\.stats\.txt$",
+                         name)
+            if m:
+                stats.setdefault(m.group(1), {}).setdefault(
+                    m.group(2), {})[m.group(3)] = read_kv(
+                        os.path.join(raw, name))
+    refetch = {}
+    for comp in comps:
+        r = refetch_results(run_dir, comp, meas)
+        if r:
+            refetch[comp] = r
     verify = {}
     vpath = os.path.join(run_dir, "raw", "verify.txt")
     if os.path.exists(vpath):
         with open(vpath) as f:
             for line in f:
-                parts = line.split()
-                if len(parts) == 2:
-                    verify[parts[0]] = parts[1]
-    return {"format": "sqfs-lazy-bench/1", "meta": meta, "image": image,
-            "readers": readers, "rows": rows, "verify_sha256_big": verify,
-            "sqfs_lazy_stats": read_stats(run_dir), "measurements": meas}
+                p = line.split()
+                if len(p) == 3:
+                    verify.setdefault(p[0], {})[p[1]] = p[2]
+    res = {"format": "sqfs-lazy-bench/2", "meta": meta, "images": images,
+           "readers": readers, "comps": comps, "rows": rows,
+           "refetch": refetch, "sqfs_lazy_stats": stats,
+           "verify_sha256_big": verify, "measurements": meas}
+    res["targets"] = targets(res)
+    return res
 
 
-def fmt_spread(row, r):
-    """" +-N%" half the min..max range of the samples, if more than one."""
-    vals = row.get("samples", {}).get(r) or []
-    v = row["values"].get(r)
-    if len(vals) < 2 or not v:
-        return ""
-    return " \u00b1%.0f%%" % ((max(vals) - min(vals)) / 2.0 / v * 100.0)
+def make_row(comp, key, label, state_label, metric, unit, higher, sel):
+    row = {"image": comp, "workload": key, "label": label,
+           "state": state_label, "metric": metric, "unit": unit,
+           "higher_is_better": higher, "values": {}, "ratio_vs_kernel": {},
+           "samples": {}, "status": {}, "failures": {}, "daemon_cpu_s": {},
+           "http": {}, "count_bytes": {}}
+    for r in READERS:
+        ms = [m for m in sel if m["reader"] == r]
+        if not ms:
+            continue
+        ok = [m for m in ms if m["status"] == "ok" and m[metric] is not None]
+        row["status"][r] = "ok" if ok else "FAIL"
+        vals = [m[metric] for m in ok]
+        row["values"][r] = med(vals)
+        row["samples"][r] = vals
+        row["failures"][r] = len(ms) - len(ok)
+        row["daemon_cpu_s"][r] = med([m["daemon_cpu_s"] for m in ok])
+        if any(m["http_requests"] is not None for m in ok):
+            row["http"][r] = {
+                "requests": med([m["http_requests"] for m in ok]),
+                "bytes": med([m["http_bytes"] for m in ok])}
+        if key in ("findsize", "findtype"):  # entries listed
+            row["count_bytes"][r] = sorted({"%d" % (m["count"] or 0)
+                                            for m in ok})
+        elif key == "tar":  # bytes of the archive
+            row["count_bytes"][r] = sorted({"%d" % (m["bytes"] or 0)
+                                            for m in ok})
+        if metric == "iops":
+            row.setdefault("clat_mean_us", {})[r] = med(
+                [m["clat_mean_us"] for m in ok])
+            row.setdefault("clat_p99_us", {})[r] = med(
+                [m["clat_p99_us"] for m in ok])
+    k = row["values"].get("kernel")
+    for r, v in row["values"].items():
+        if r != "kernel" and k and v:
+            row["ratio_vs_kernel"][r] = v / k if higher else k / v
+    return row
+
+
+def find_row(res, comp, wl, state):
+    for row in res["rows"]:
+        if row["image"] == comp and row["workload"] == wl and \
+                row["state"] == state:
+            return row
+    return None
+
+
+def targets(res):
+    """Issue 4's targets, as ratios in this run, for our two readers."""
+    t = []
+
+    def add(comp, reader, what, value, ok, shown, row=None):
+        # No figure: a MISS when our reader failed, no line when the run
+        # has nothing to compare with (kernel not measured).
+        if value is None and not (row and row["status"].get(reader) ==
+                                  "FAIL"):
+            return
+        t.append({"image": comp, "reader": reader, "what": what,
+                  "value": value, "ok": ok,
+                  "shown": shown if value is not None else "FAIL"})
+
+    for comp in res["comps"]:
+        for r in OURS:
+            if r not in res["readers"]:
+                continue
+            for wl in ("rand1", "rand2", "mmap"):
+                for st in ("cold", "warm"):
+                    row = find_row(res, comp, wl, st)
+                    if not row or r not in row["status"]:
+                        continue
+                    v = row["ratio_vs_kernel"].get(r)
+                    add(comp, r, "%s %s >= 0.5x kernel" % (WL[wl][1], st),
+                        v, v is not None and v >= 0.5, fmt_ratio(v), row)
+            for wl in ("findsize", "findtype"):
+                row = find_row(res, comp, wl, "cold")
+                if not row or r not in row["status"]:
+                    continue
+                v = row["ratio_vs_kernel"].get(r)
+                tm = 1.0 / v if v else None
+                add(comp, r, "%s cold <= 2x the kernel's time" % WL[wl][1],
+                    tm, tm is not None and tm <= 2.0,
+                    "%.2fx the time" % tm if tm else "-", row)
+            row = find_row(res, comp, "seq", "cold")
+            if row and r in row["status"]:
+                v = row["ratio_vs_kernel"].get(r)
+                add(comp, r, "1M seq cold >= 1.3x kernel", v,
+                    v is not None and v >= 1.3, fmt_ratio(v), row)
+            if comp == "xz":
+                a = find_row(res, comp, "rand2", "cold 1st s")
+                b = find_row(res, comp, "rand1", "cold 1st s")
+                if a and b and r in a["status"] and r in b["status"]:
+                    va, vb = a["values"].get(r), b["values"].get(r)
+                    v = va / vb if va and vb else None
+                    add(comp, r, "xz: 2 jobs >= 1.7x 1 job (IOPS of the "
+                        "cold 1st second, decompression-bound)", v,
+                        v is not None and v >= 1.7, fmt_ratio(v),
+                        a if a["status"].get(r) == "FAIL" else b)
+        rf = res["refetch"].get(comp)
+        if rf:
+            v = rf.get("ratio")
+            t.append({"image": comp, "reader": "lazy-http", "what":
+                "repeated read over HTTP fetches each "
+                "touched block once: fetched <= 1.05x compressed bytes "
+                "touched", "value": v, "ok": v is not None and v <= 1.05,
+                "shown":
+                "%s (%s fetched / %s touched)" % (
+                    fmt_ratio(v), fmt_bytes(rf.get("fetched_bytes")),
+                    fmt_bytes(rf["set"]["set_touched"]["bytes"]))})
+    return t
 
 
 def fmt_val(v, unit):
@@ -234,147 +315,243 @@ def fmt_val(v, unit):
     return "%.3f" % v if v < 10 else "%.2f" % v
 
 
-def fmt_ratio(r):
-    if r is None:
+def fmt_spread(row, r):
+    """' +-N%': half the min..max range of the samples, if more than one."""
+    vals = row.get("samples", {}).get(r) or []
+    v = row["values"].get(r)
+    if len(vals) < 2 or not v:
         return ""
-    if r >= 10:
-        return "%.1fx" % r
-    if r >= 0.1:
-        return "%.2fx" % r
-    return "%.2gx" % r
+    return " \u00b1%.0f%%" % ((max(vals) - min(vals)) / 2.0 / v * 100.0)
 
 
-def print_table(res, out=sys.stdout):
-    meta, image = res["meta"], res["image"]
-    readers = [r for r in READERS if r in res["readers"]]
+def main_table(res):
+    readers = res["readers"]
     fuse = [r for r in readers if r != "kernel"]
-    w = out.write
-    w("sqfs-lazy bench  %s  commit %s%s  kernel %s  nproc %s%s\n" % (
-        meta.get("date", "?"), meta.get("git_commit", "?")[:12],
-        " (+%s dirty)" % meta["git_dirty_files"]
-        if meta.get("git_dirty_files", "0") not in ("0", "") else "",
-        meta.get("uname_r", "?"), meta.get("nproc", "?"),
-        "  QUICK" if meta.get("quick") == "1" else ""))
-    w("command: %s\n" % meta.get("command", "?"))
-    try:
-        src = int(image["source_bytes"]) / 1048576.0
-        img = int(image["image_bytes"]) / 1048576.0
-        w("image: %s, %s blocks, %.0f MiB -> %.0f MiB (%s:1); big.bin %d MiB, "
-          "tree %s files + %s symlinks, %.0f MiB\n" % (
-              image.get("compressor"), image.get("block_size"), src, img,
-              image.get("ratio"), int(image["big_bytes"]) >> 20,
-              image.get("tree_files"), image.get("tree_symlinks"),
-              int(image["tree_bytes"]) / 1048576.0))
-    except (KeyError, ValueError):
-        w("image: %s\n" % image)
-    w("fio random runtime %s s; ratio = speed vs kernel (higher is better, "
-      "1.00x = parity)\n\n" % meta.get("fio_runtime_s", "?"))
-
-    hdr = ["workload", "state", "unit"] + [LABELS["kernel"]] * ("kernel" in readers)
+    hdr = ["image", "workload", "state", "unit"]
+    hdr += ["kernel"] * ("kernel" in readers)
     for r in fuse:
         hdr += [LABELS[r], "vs kernel"]
     lines = [hdr]
     for row in res["rows"]:
-        line = [row["label"], row["state"], row["unit"]]
+        line = [row["image"], row["label"], row["state"], row["unit"]]
         if "kernel" in readers:
-            line.append(fmt_val(row["values"].get("kernel"), row["unit"])
-                        + fmt_spread(row, "kernel")
-                        if row["status"].get("kernel", "ok") == "ok" else "FAIL")
+            st = row["status"].get("kernel")
+            line.append("FAIL" if st == "FAIL" else
+                        fmt_val(row["values"].get("kernel"), row["unit"]) +
+                        fmt_spread(row, "kernel"))
         for r in fuse:
             st = row["status"].get(r)
-            if st is not None and st != "ok":
+            if st == "FAIL":
                 line += ["FAIL", ""]
                 continue
-            line.append(fmt_val(row["values"].get(r), row["unit"])
-                        + fmt_spread(row, r))
-            ratio = row["ratio_vs_kernel"].get(r)
-            line.append(fmt_ratio(ratio))
+            line.append(fmt_val(row["values"].get(r), row["unit"]) +
+                        fmt_spread(row, r))
+            line.append(fmt_ratio(row["ratio_vs_kernel"].get(r))
+                        if r in row["ratio_vs_kernel"] else "")
         lines.append(line)
-    widths = [max(len(l[i]) for l in lines) for i in range(len(hdr))]
-    for n, l in enumerate(lines):
-        cells = []
-        for i, c in enumerate(l):
-            cells.append(c.ljust(widths[i]) if i < 3 else c.rjust(widths[i]))
-        w("  ".join(cells).rstrip() + "\n")
-        if n == 0:
-            w("  ".join("-" * x for x in widths) + "\n")
+    return lines
 
-    if fuse:
-        w("\nFUSE daemon CPU seconds (user+sys) per row:\n")
-        cl = [["workload", "state"] + [LABELS[r] for r in fuse]]
-        for row in res["rows"]:
-            if row["workload"] == "mount" or row["metric"] == "iops_first_s":
+
+def header_lines(res):
+    meta = res["meta"]
+    out = ["sqfs-lazy bench (issue 4)  %s  bench commit %s%s%s" % (
+        meta.get("date", "?"), meta.get("git_commit", "?")[:12],
+        " (+%s dirty)" % meta["git_dirty_files"]
+        if meta.get("git_dirty_files", "0") not in ("0", "") else "",
+        "  QUICK" if meta.get("quick") == "1" else "")]
+    out.append(machine_line(meta) + "; 1-min load at start %s" %
+               meta.get("loadavg_start", "?"))
+    out.append(versions_line(meta, VERSIONS))
+    if meta.get("build_source"):
+        out.append("sqfs-lazy-mount: %s, built from %s at commit %s%s" % (
+            meta.get("sqfs_lazy_bin"), meta["build_source"],
+            meta.get("build_commit", "?")[:12],
+            " (+%s dirty)" % meta["build_dirty_files"]
+            if meta.get("build_dirty_files", "0") not in ("0", "") else ""))
+    out.append("command: %s" % meta.get("command", "?"))
+    for comp in res["comps"]:
+        im = res["images"].get(comp, {})
+        try:
+            out.append(
+                "image %s: %s blocks, %s -> %s (%s:1); big.bin %s; tree/ = "
+                "%s files, %s symlinks in %s dirs, %s, a subset of %s" % (
+                    comp, im.get("block_size"),
+                    fmt_bytes(int(im["source_bytes"])),
+                    fmt_bytes(int(im["image_bytes"])), im.get("ratio"),
+                    fmt_bytes(int(im["big_bytes"])), im.get("usr_files"),
+                    im.get("usr_symlinks"), im.get("usr_dirs"),
+                    fmt_bytes(int(im["usr_bytes"])), im.get("usr_src")))
+        except (KeyError, ValueError):
+            out.append("image %s: %s" % (comp, im))
+    out.append("fio random runtime %s s; cold = page cache dropped + fresh "
+               "mount of the reader; warm = the same again on that mount; "
+               "ratio = speed vs kernel (>1 = faster than the kernel)" %
+               meta.get("fio_runtime_s", "?"))
+    return out
+
+
+def refetch_lines(res):
+    out = []
+    for comp, rf in res["refetch"].items():
+        fs = rf["set"]
+        tch = fs["set_touched"]
+        out.append("%s: %d files, %s uncompressed; touched: %d data blocks "
+                   "(%s) + %d fragment blocks (%s) = %s compressed" % (
+                       comp, fs["set_files"],
+                       fmt_bytes(fs["set_uncompressed_bytes"]),
+                       tch["data_blocks"], fmt_bytes(tch["data_bytes"]),
+                       tch["fragment_blocks"],
+                       fmt_bytes(tch["fragment_bytes"]),
+                       fmt_bytes(tch["bytes"])))
+        for p in ("pass1", "pass2"):
+            d = rf["passes"].get(p, {})
+            if d.get("status") != "ok":
+                out.append("  %s: %s" % (p, d.get("status")))
                 continue
-            cl.append([row["label"], row["state"]] + [
-                "%.2f" % row["daemon_cpu_s"][r]
-                if row["daemon_cpu_s"].get(r) is not None else "-" for r in fuse])
-        cw = [max(len(l[i]) for l in cl) for i in range(len(cl[0]))]
-        for l in cl:
-            w("  ".join(c.ljust(cw[i]) if i < 2 else c.rjust(cw[i])
-                        for i, c in enumerate(l)).rstrip() + "\n")
+            out.append("  %s: %.3f s, %s read; fetched %s in %s requests "
+                       "(nginx: %s sent in %d requests)" % (
+                           p, d["seconds"], fmt_bytes(d["bytes_read"]),
+                           fmt_bytes(d.get("fetched_bytes")),
+                           d.get("fetched_requests", "?"),
+                           fmt_bytes(d.get("nginx_bytes_sent")),
+                           d.get("nginx_requests") or 0))
+        if "ranges_union_bytes" in rf:
+            out.append("  ranges asked %s in %d requests, %s distinct "
+                       "(%s asked more than once)" % (
+                           fmt_bytes(rf["ranges_asked_bytes"]),
+                           rf["ranges"], fmt_bytes(rf["ranges_union_bytes"]),
+                           fmt_bytes(rf["ranges_asked_bytes"] -
+                                     rf["ranges_union_bytes"])))
+    return out
 
-    stats = res.get("sqfs_lazy_stats") or {}
-    if stats:
-        w("\nsqfs-lazy-mount counters (--stats, cold + warm row on one mount):\n")
-        names = [n for n in ("source_reads", "source_bytes", "meta_hits",
-                             "meta_misses", "data_hits", "data_misses",
-                             "frag_hits", "frag_misses")
-                 if any(n in d for d in stats.values())]
-        extra = sorted({n for d in stats.values() for n in d} - set(names))
-        names += extra
-        sl = [["workload"] + names]
-        for key, label, _, _, _ in WORKLOADS:
-            if key in stats:
-                sl.append([key] + [str(stats[key].get(n, "-")) for n in names])
-        sw = [max(len(l[i]) for l in sl) for i in range(len(names) + 1)]
-        for l in sl:
-            w("  ".join(c.ljust(sw[i]) if i == 0 else c.rjust(sw[i])
-                        for i, c in enumerate(l)).rstrip() + "\n")
 
-    notes = []
+def target_lines(res):
+    return ["%s  %-4s %-15s %s: %s" % (
+        "PASS" if t["ok"] else "MISS", t["image"], LABELS[t["reader"]],
+        t["what"], t["shown"]) for t in res["targets"]]
+
+
+def notes(res):
+    out = []
+    meta = res["meta"]
     if int(meta.get("repeat", "1") or 1) > 1:
-        notes.append("values are medians of %s repetitions; \u00b1 is half "
-                     "the min..max range" % meta["repeat"])
+        out.append("values are medians of %s repetitions; \u00b1 is half "
+                   "the min..max range" % meta["repeat"])
     for row in res["rows"]:
-        tb = {r: v for r, v in row.get("tar_bytes", {}).items() if v}
-        if len({tuple(v) for v in tb.values()}) > 1 or \
-                any(len(v) > 1 for v in tb.values()):
-            notes.append("tar byte counts differ (%s): %s" % (row["state"], tb))
+        cb = {r: v for r, v in row.get("count_bytes", {}).items() if v}
+        if len({tuple(v) for v in cb.values()}) > 1 or \
+                any(len(v) > 1 for v in cb.values()):
+            out.append("%s %s %s: %s differ between readers: %s" % (
+                row["image"], row["workload"], row["state"],
+                "archive sizes" if row["workload"] == "tar" else
+                "entry counts", cb))
         for r, n in (row.get("failures") or {}).items():
             if n:
-                notes.append("%s %s %s: %d failed sample(s), see raw/" % (
-                    LABELS.get(r, r), row["workload"], row["state"], n))
-    ver = res.get("verify_sha256_big", {})
-    if len(set(ver.values())) > 1:
-        notes.append("big.bin sha256 differs between readers: %s" % ver)
-    elif ver:
-        notes.append("big.bin sha256 identical on %s" % ", ".join(sorted(ver)))
+                out.append("%s %s %s %s: %d failed sample(s), see raw/" % (
+                    row["image"], LABELS.get(r, r), row["workload"],
+                    row["state"], n))
+    for comp, ver in res.get("verify_sha256_big", {}).items():
+        if len(set(ver.values())) > 1:
+            out.append("%s: big.bin sha256 differs between readers: %s" %
+                       (comp, ver))
+        elif ver:
+            out.append("%s: big.bin sha256 identical on %s" % (
+                comp, ", ".join(sorted(ver))))
     loads = [m["load1"] for m in res.get("measurements", [])
-             if m.get("load1") is not None and m["workload"] != "mount"]
+             if m.get("load1") is not None]
     if loads:
-        notes.append("1-min load average after the rows: %.2f .. %.2f "
-                     "(start %s); the bench itself adds about 1-2" % (
-                         min(loads), max(loads),
-                         meta.get("loadavg_start", "?")))
-    if notes:
-        w("\n" + "\n".join("note: " + n for n in notes) + "\n")
+        out.append("1-min load average after the rows: %.2f .. %.2f (the "
+                   "bench itself adds about 1-2 on 2 CPUs); treat "
+                   "differences under about 1.5x as noise" % (
+                       min(loads), max(loads)))
+    out.append("'cold' fio rows are averages over the whole run, which "
+               "also counts page-cache hits once misses filled it; 'cold "
+               "1st s' is the first second alone (fio's IOPS log)")
+    return out
+
+
+def cpu_lines(res):
+    fuse = [r for r in res["readers"] if r != "kernel"]
+    cl = [["image", "workload", "state"] + [LABELS[r] for r in fuse]]
+    for row in res["rows"]:
+        if row["workload"] == "mount" or row["metric"] == "iops_first_s":
+            continue
+        cl.append([row["image"], row["label"], row["state"]] + [
+            "%.2f" % row["daemon_cpu_s"][r]
+            if row["daemon_cpu_s"].get(r) is not None else "-"
+            for r in fuse])
+    return cl
+
+
+def text_report(res):
+    L = header_lines(res) + [""]
+    L += render(main_table(res), left_cols=4)
+    if any(r != "kernel" for r in res["readers"]):
+        L += ["", "FUSE daemon CPU seconds (user+sys) per row:"]
+        L += render(cpu_lines(res), left_cols=3)
+    http = [(row, row["http"]["lazy-http"]) for row in res["rows"]
+            if "lazy-http" in row.get("http", {}) and
+            row["metric"] != "iops_first_s"]
+    if http:
+        L += ["", "sqfs-lazy http: nginx requests and bytes sent per row:"]
+        hl = [["image", "workload", "state", "requests", "bytes"]]
+        for row, h in http:
+            hl.append([row["image"], row["label"], row["state"],
+                       "%d" % (h["requests"] or 0), fmt_bytes(h["bytes"])])
+        L += render(hl, left_cols=3)
+    if res["refetch"]:
+        L += ["", "repeated read over HTTP (a file set read twice, page "
+              "cache dropped in between, one mount):"]
+        L += refetch_lines(res)
+    if res["targets"]:
+        L += ["", "issue 4 targets (ratios in this run):"]
+        L += target_lines(res)
+        n = sum(t["ok"] for t in res["targets"])
+        L.append("%d PASS, %d MISS" % (n, len(res["targets"]) - n))
+    L += [""] + ["note: " + n for n in notes(res)]
+    return "\n".join(L) + "\n"
+
+
+def md_report(res):
+    L = ["# sqfs-lazy bench run %s" % res["meta"].get("date", "?"), ""]
+    L += ["- " + x for x in header_lines(res)[1:]] + [""]
+    L += render_md(main_table(res), left_cols=4) + [""]
+    if res["refetch"]:
+        L += ["## Repeated read over HTTP", "", "```"] + \
+            refetch_lines(res) + ["```", ""]
+    if res["targets"]:
+        L += ["## Issue 4 targets", "", "```"] + target_lines(res) + \
+            ["```", ""]
+    L += ["## Daemon CPU seconds", ""]
+    L += render_md(cpu_lines(res), left_cols=3) + [""]
+    L += ["## Notes", ""] + ["- " + n for n in notes(res)]
+    return "\n".join(L) + "\n"
 
 
 def main(argv):
     if len(argv) >= 3 and argv[1] == "fio-summary":
-        fio_summary(argv[2], argv[3] if len(argv) > 3 else None)
+        print(fio_summary(argv[2], argv[3] if len(argv) > 3 else None))
         return 0
     if len(argv) >= 3 and argv[1] == "report":
         res = build_results(argv[2])
         with open(os.path.join(argv[2], "results.json"), "w") as f:
             json.dump(res, f, indent=1, sort_keys=True)
             f.write("\n")
+        with open(os.path.join(argv[2], "results.md"), "w") as f:
+            f.write(md_report(res))
         if "--json-only" not in argv:
-            print_table(res)
+            sys.stdout.write(text_report(res))
         return 0
     if len(argv) >= 3 and argv[1] == "table":
         with open(argv[2]) as f:
-            print_table(json.load(f))
+            res = json.load(f)
+        if res.get("format") != "sqfs-lazy-bench/2":
+            sys.stderr.write("compare.py: %s is %s, not sqfs-lazy-bench/2 "
+                             "(older runs: git show 9a5ba1e:bench/compare.py)"
+                             "\n" % (argv[2], res.get("format")))
+            return 1
+        sys.stdout.write(md_report(res) if "--md" in argv
+                         else text_report(res))
         return 0
     sys.stderr.write(__doc__)
     return 2

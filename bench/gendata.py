@@ -3,7 +3,8 @@
 
 Writes into OUT:
   big.bin   one large file (default 1 GiB) for the fio workloads
-  tree/     many files of varied sizes for the tar workload
+  tree/     many files of varied sizes (--tree-bytes; 0 writes no tree:
+            bench/mkdata.sh packs a subset of /usr as tree/ instead)
 
 Content is built from 4 KiB chunks of four kinds, picked by a seeded PRNG so
 that a 128 KiB SquashFS block compresses roughly like real binaries (about
@@ -156,16 +157,20 @@ def main():
     with open(os.path.join(a.out, "big.bin"), "wb") as f:
         gen.write(f, a.big_bytes)
     os.chmod(os.path.join(a.out, "big.bin"), 0o644)
-    tree = os.path.join(a.out, "tree")
-    nfiles, tbytes, ndirs, nlinks = make_tree(tree, gen, a.seed, a.tree_bytes)
+    nfiles = tbytes = ndirs = nlinks = 0
+    if a.tree_bytes > 0:  # 0: big.bin only (mkdata.sh adds a /usr subset)
+        tree = os.path.join(a.out, "tree")
+        nfiles, tbytes, ndirs, nlinks = make_tree(tree, gen, a.seed,
+                                                  a.tree_bytes)
     fix_times(a.out)
     # key=value lines, appended to the image stamp by mkdata.sh
     print("seed=%d" % a.seed)
     print("big_bytes=%d" % a.big_bytes)
-    print("tree_files=%d" % nfiles)
-    print("tree_bytes=%d" % tbytes)
-    print("tree_dirs=%d" % ndirs)
-    print("tree_symlinks=%d" % nlinks)
+    if a.tree_bytes > 0:
+        print("tree_files=%d" % nfiles)
+        print("tree_bytes=%d" % tbytes)
+        print("tree_dirs=%d" % ndirs)
+        print("tree_symlinks=%d" % nlinks)
     print("chunk_weights=random:%d,code:%d,text:%d,table:%d" % KIND_WEIGHTS)
 
 

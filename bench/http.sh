@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # sqfs-lazy HTTP benchmark: the bench image served by nginx on 127.0.0.1 and
-# used remotely in five ways, in one run, then again behind a proxy adding
+# used remotely in six ways, in one run, then again behind a proxy adding
 # latency to every request. See bench/README.md ("HTTP").
 #
 # usage: bench/http.sh [options]
 #   --quick              quick image, 3 s random runs, 10 s sequential cap,
 #                        latencies 0,20
-#   --readers LIST       comma list of download,httpdirfs,ratarmount,
-#                        lazy-http,lazy-local (default: all; httpdirfs and
-#                        ratarmount are skipped with a warning when they are
-#                        missing / cannot be installed and --readers was not
-#                        given)
+#   --readers LIST       comma list of download,httpdirfs,httpfs2,ratarmount,
+#                        lazy-http,lazy-local (default: all; httpdirfs,
+#                        httpfs2 and ratarmount are skipped with a warning
+#                        when they are missing / cannot be installed and
+#                        --readers was not given; httpfs2 gets the
+#                        small-file row only)
 #   --latency LIST       comma list of ms added per request by
 #                        latency_proxy.py (default 0,2,20; quick 0,20); 0 is
 #                        the direct rows; lazy-http gets every row, download
@@ -20,7 +21,7 @@
 #   --work DIR           image, downloads, mount points, nginx
 #                        (default $SQFS_BENCH_WORK or /tmp/sqfs-lazy-bench)
 #   --results DIR        parent of the per-run result directory
-#                        (default $SQFS_BENCH_RESULTS or <work>/results)
+#                        (default $SQFS_BENCH_RESULTS or <repo>/bench/results)
 #   --comp NAME          mksquashfs compressor of the image (default zstd)
 #   --runtime SEC        seconds per random-read fio run (default 10, quick 3)
 #   --seq-cap SEC        longest sequential pass (default 30, quick 10)
@@ -28,13 +29,17 @@
 # Extra mount arguments: SQFS_LAZY_ARGS, SQUASHFUSE_LL_ARGS, HTTPDIRFS_ARGS
 # (default --no-range-check: httpdirfs 1.2.5 misreads nginx's 206 answer),
 # RATARMOUNT_ARGS. ratarmount comes from a private venv, <work>/venv-ratarmount,
-# made with pip on first use (RATARMOUNT=PATH uses another binary).
+# made with pip on first use (RATARMOUNT=PATH uses another binary); httpfs2
+# from its Debian package, installed with apt-get on first use.
 # Needs root: drops the page cache and loop-mounts the image.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
 cmdline="$0${*:+ $*}"
+BENCH_PROG=http.sh
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
 
 quick=0
 readers=
@@ -45,9 +50,6 @@ comp=zstd
 runtime=
 seqcap=
 latencies=
-
-die() { echo "http.sh: $*" >&2; exit 1; }
-log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -60,17 +62,19 @@ while [ $# -gt 0 ]; do
 	--runtime) runtime=${2:?}; shift ;;
 	--seq-cap) seqcap=${2:?}; shift ;;
 	--latency) latencies=${2:?}; shift ;;
-	-h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown option $1 (try --help)" ;;
 	esac
 	shift
 done
 
-results=${results:-$work/results}
+results=${results:-$here/results}
 if [ "$quick" = 1 ]; then
 	runtime=${runtime:-3} seqcap=${seqcap:-10} latencies=${latencies:-0,20}
+	small_cap=${SQFS_BENCH_SMALL_CAP:-60}
 else
 	runtime=${runtime:-10} seqcap=${seqcap:-30} latencies=${latencies:-0,2,20}
+	small_cap=${SQFS_BENCH_SMALL_CAP:-120}
 fi
 case $runtime$seqcap in *[!0-9]*) die "--runtime and --seq-cap take whole seconds" ;; esac
 IFS=, read -r -a lat_list <<<"$latencies"
@@ -84,6 +88,7 @@ for t in fio mksquashfs python3 curl mountpoint timeout fusermount3; do
 done
 nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 [ -x "$nginx_bin" ] || die "missing tool: nginx"
+[ -d "$build" ] && build=$(cd "$build" && pwd)
 lazy_bin=$build/sqfs-lazy-mount
 cat_bin=$build/sqfs-lazy-cat
 [ -x "$lazy_bin" ] || die "no executable $lazy_bin (use --build)"
@@ -115,6 +120,20 @@ ratarmount_setup() {
 	echo "$b"
 }
 
+# httpfs2 (issue 3's table) from its Debian package, installed once with
+# apt-get like the other extras of the bench (scripts/install-deps.sh is for
+# what CI needs; this is not). Idempotent: nothing happens when present.
+httpfs2_setup() {
+	command -v httpfs2 >/dev/null && return 0
+	command -v apt-get >/dev/null || return 1
+	log "installing httpfs2 (apt-get, once)"
+	{ DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -q --no-install-recommends httpfs2 ||
+		{ timeout 600 apt-get update -q &&
+			DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -q --no-install-recommends httpfs2; }
+	} </dev/null >"$work/apt-httpfs2.log" 2>&1 9>&- || return 1
+	command -v httpfs2 >/dev/null
+}
+
 ratarmount_bin=
 if [ -z "$readers" ]; then
 	readers=download
@@ -122,6 +141,11 @@ if [ -z "$readers" ]; then
 		readers=$readers,httpdirfs
 	else
 		log "warning: httpdirfs or squashfuse_ll missing, skipping the httpdirfs reader"
+	fi
+	if command -v squashfuse_ll >/dev/null && httpfs2_setup; then
+		readers=$readers,httpfs2
+	else
+		log "warning: httpfs2 (apt-get install httpfs2) or squashfuse_ll missing, skipping the httpfs2 reader"
 	fi
 	if ratarmount_bin=$(ratarmount_setup); then
 		readers=$readers,ratarmount
@@ -136,13 +160,15 @@ for r in "${reader_list[@]}"; do
 	download) grep -qw squashfs /proc/filesystems || die "kernel has no squashfs" ;;
 	httpdirfs) command -v httpdirfs >/dev/null || die "missing httpdirfs"
 		command -v squashfuse_ll >/dev/null || die "missing squashfuse_ll" ;;
+	httpfs2) httpfs2_setup || die "missing httpfs2 (apt-get install httpfs2; see $work/apt-httpfs2.log)"
+		command -v squashfuse_ll >/dev/null || die "missing squashfuse_ll" ;;
 	ratarmount) [ -n "$ratarmount_bin" ] || ratarmount_bin=$(ratarmount_setup) ||
 		die "ratarmount could not be installed (see $work/venv-ratarmount.log)" ;;
 	lazy-http|lazy-local) ;;
 	*) die "unknown reader $r" ;;
 	esac
 done
-mk_args=(--work "$work" --comp "$comp")
+mk_args=(--work "$work" --comps "$comp")
 [ "$quick" = 1 ] && mk_args+=(--quick)
 img=$("$here/mkdata.sh" "${mk_args[@]}" | tail -1)
 [ -f "$img" ] || die "no image"
@@ -153,7 +179,7 @@ run_id=$(date -u +%Y%m%dT%H%M%SZ)-http
 out=$results/$run_id
 mkdir -p "$out/raw"
 meas=$out/measurements.tsv
-printf 'reader\tworkload\tstatus\tseconds\tiops\tmib_s\tio_bytes\thttp_requests\thttp_bytes\tclat_mean_us\tclat_p99_us\tiops_first_s\traw\tload1\n' >"$meas"
+printf 'reader\tworkload\tstatus\tseconds\tiops\tmib_s\tio_bytes\thttp_requests\thttp_bytes\tclat_mean_us\tclat_p99_us\tiops_first_s\traw\treason\tload1\n' >"$meas"
 
 # ------------------------------------------------------------ cleanup
 
@@ -161,65 +187,9 @@ hdir=$work/http                 # nginx config, logs, served directory
 mnt_root=$work/mnt-http
 dl=$work/download/image.sqfs    # the whole-image download
 mkdir -p "$hdir/www" "$hdir/tmp" "$mnt_root" "$(dirname "$dl")"
-nginx_pid=
 mounted=()                      # mount points, in mount order
 declare -A proxy_pid=() proxy_url=()  # latency_proxy.py per latency (ms)
 fg_pids=()                      # foreground FUSE daemons started here (ratarmount -f)
-
-drop_caches() {
-	sync
-	echo 3 >/proc/sys/vm/drop_caches
-}
-
-# Mounted, even when its FUSE daemon died ("mountpoint -q" fails on a dead
-# FUSE mount: "Transport endpoint is not connected").
-is_mounted() {
-	findmnt -rn --mountpoint "$1" >/dev/null 2>&1
-}
-
-# Pids whose argv holds $1 exactly (the FUSE daemons of one mount point,
-# which only this script creates).
-pids_with_arg() {
-	local p
-	for p in /proc/[0-9]*; do
-		[ "${p#/proc/}" = "$$" ] && continue
-		{ tr '\0' '\n' <"$p/cmdline"; } 2>/dev/null | grep -qxF -- "$1" && echo "${p#/proc/}"
-	done
-	return 0
-}
-
-unmount_one() {
-	local dir=$1 fstype i pid n
-	for i in 1 2 3 4 5; do
-		is_mounted "$dir" || break
-		fstype=$(findmnt -n -o FSTYPE --mountpoint "$dir" 2>/dev/null || true)
-		case $fstype in
-		fuse*) fusermount3 -u "$dir" 2>/dev/null || true ;;
-		*) umount "$dir" 2>/dev/null || true ;;
-		esac
-		is_mounted "$dir" || break
-		sleep 0.5
-	done
-	if is_mounted "$dir"; then
-		log "warning: lazy unmount of $dir"
-		fusermount3 -uz "$dir" 2>/dev/null || umount -l "$dir" 2>/dev/null || true
-	fi
-	# The daemon of this mount point exits after the unmount; wait for it.
-	for pid in $(pids_with_arg "$dir"); do
-		n=0
-		while kill -0 "$pid" 2>/dev/null; do
-			n=$((n + 1))
-			if [ "$n" -gt 100 ]; then
-				log "daemon $pid of $dir still running, sending TERM"
-				kill -TERM "$pid" 2>/dev/null || true
-				sleep 1
-				kill -KILL "$pid" 2>/dev/null || true
-				break
-			fi
-			sleep 0.1
-		done
-	done
-}
 
 unmount_all() {  # in reverse order: squashfuse_ll before httpdirfs below it
 	local i
@@ -228,18 +198,6 @@ unmount_all() {  # in reverse order: squashfuse_ll before httpdirfs below it
 	done
 	mounted=()
 	[ "${#fg_pids[@]}" = 0 ] || reap_fg
-}
-
-stop_nginx() {
-	[ -n "$nginx_pid" ] || return 0
-	kill -QUIT "$nginx_pid" 2>/dev/null || true
-	local n=0
-	while kill -0 "$nginx_pid" 2>/dev/null && [ "$n" -lt 100 ]; do
-		sleep 0.1; n=$((n + 1))
-	done
-	kill -KILL "$nginx_pid" 2>/dev/null || true
-	wait "$nginx_pid" 2>/dev/null || true
-	nginx_pid=
 }
 
 stop_proxies() {
@@ -285,7 +243,7 @@ cleanup() {
 	done
 	reap_fg
 	stop_proxies
-	stop_nginx
+	nginx_stop
 	exit "$rc"
 }
 trap cleanup EXIT
@@ -295,47 +253,12 @@ trap 'log terminated; exit 143' TERM
 # ------------------------------------------------------------ nginx
 
 start_nginx() {
-	local port conf try n
+	nginx_start "$hdir" "location /compat/ { alias $hdir/www/; add_header Accept-Ranges bytes; }" ||
+		die "could not start nginx"
 	ln -sfn "$img" "$hdir/www/image.sqfs"
-	for try in 1 2 3 4 5; do
-		port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-		conf=$hdir/nginx.conf
-		cat >"$conf" <<EOF
-daemon off;
-master_process off;
-worker_processes 1;
-pid $hdir/nginx.pid;
-error_log $hdir/error.log;
-events { worker_connections 1024; }
-http {
-  log_format ranges '\$msec \$request_method \$status \$bytes_sent "\$http_range" "\$request_uri" \$connection "\$http_user_agent"';
-  access_log $hdir/access.log ranges;
-  default_type application/octet-stream;
-  sendfile on;
-  keepalive_requests 1000000;
-  client_body_temp_path $hdir/tmp; proxy_temp_path $hdir/tmp;
-  fastcgi_temp_path $hdir/tmp; uwsgi_temp_path $hdir/tmp; scgi_temp_path $hdir/tmp;
-  server { listen 127.0.0.1:$port; root $hdir/www; }
-}
-EOF
-		: >"$hdir/access.log"
-		"$nginx_bin" -c "$conf" -p "$hdir/" 9>&- </dev/null >/dev/null 2>>"$hdir/error.log" &
-		nginx_pid=$!
-		n=0
-		while [ "$n" -lt 100 ]; do
-			if ! kill -0 "$nginx_pid" 2>/dev/null; then break; fi
-			if curl -s -o /dev/null -r 0-0 "http://127.0.0.1:$port/image.sqfs"; then
-				url=http://127.0.0.1:$port/image.sqfs
-				port_used=$port
-				return 0
-			fi
-			sleep 0.1; n=$((n + 1))
-		done
-		stop_nginx
-		log "nginx did not start on port $port (try $try); tail of $hdir/error.log:"
-		tail -3 "$hdir/error.log" >&2 || true
-	done
-	die "could not start nginx"
+	url=$nginx_base/image.sqfs
+	port_used=$nginx_port
+	curl -s -f -o /dev/null -r 0-0 "$url" || die "nginx does not serve $url"
 }
 
 # One latency_proxy.py per latency > 0, in front of nginx. Each stops by
@@ -366,12 +289,8 @@ start_proxies() {
 	done
 }
 
-log_mark() { wc -l <"$hdir/access.log"; }
-# "requests bytes" of the access log lines after line $1.
-log_since() {
-	sleep 0.2   # nginx logs a request when it ends; let the last one land
-	awk -v m="$1" 'NR > m { n++; b += $4 } END { printf "%d %.0f\n", n, b }' "$hdir/access.log"
-}
+log_mark() { access_mark "$hdir/access.log"; }
+log_since() { access_since "$hdir/access.log" "$1"; }  # -> "requests bytes"
 
 # ------------------------------------------------------------ mounts
 
@@ -403,6 +322,23 @@ do_mount() {
 			curl -sS -f -o "$dl" "$url" 2>>"$dlog" || return 1
 		fi
 		mount -t squashfs -o loop,ro "$dl" "$dir" 2>>"$dlog" || return 1
+		mounted+=("$dir") ;;
+	httpfs2)
+		# httpfs2 0.1.4 refuses a 206 answer without "Accept-Ranges: bytes",
+		# which nginx sends only with 200: it reads through /compat/, the
+		# same file with that header added (see start_nginx). Each command
+		# is bounded, so a hang becomes a failed row.
+		local hd=$mnt_root/httpfs2-raw
+		mkdir -p "$hd"
+		is_mounted "$hd" && unmount_one "$hd"
+		timeout 60 httpfs2 -c /dev/null "${url%/image.sqfs}/compat/image.sqfs" "$hd" \
+			9>&- </dev/null >>"$dlog" 2>&1 || { fail_reason="httpfs2 mount failed or timed out (60 s)"; return 1; }
+		mounted+=("$hd")
+		# shellcheck disable=SC2086
+		timeout 60 squashfuse_ll ${SQUASHFUSE_LL_ARGS:-} "$hd/image.sqfs" "$dir" \
+			9>&- </dev/null >>"$dlog" 2>&1 || {
+			fail_reason="squashfuse_ll on httpfs2 failed or timed out (60 s): $(tail -1 "$dlog" | cut -c1-100)"
+			return 1; }
 		mounted+=("$dir") ;;
 	httpdirfs)
 		local hd=$mnt_root/httpdirfs-raw
@@ -446,9 +382,14 @@ do_mount() {
 
 # ------------------------------------------------------------ rows
 
+# record READER WORKLOAD STATUS SECONDS IOPS MIBS IO_BYTES REQUESTS BYTES
+#        CLAT P99 FIRST RAW; $fail_reason (then cleared) and the load are
+# added.
+fail_reason=
 record() {
 	local IFS=$'\t'
-	echo "$*"$'\t'"$(cut -d' ' -f1 /proc/loadavg)" >>"$meas"
+	echo "$*"$'\t'"$fail_reason"$'\t'"$(cut -d' ' -f1 /proc/loadavg)" >>"$meas"
+	fail_reason=
 }
 
 # Time from nothing (caches dropped, nothing mounted, no download) until
@@ -460,9 +401,25 @@ small_row() {
 	drop_caches
 	mark=$(log_mark)
 	t0=$(date +%s%N)
-	if ! do_mount "$r" fetch || ! cat "$mnt_root/$(key_reader "$r")$small_path" >"$got"; then
-		log "$r small: failed (see $out/raw/$r.daemon.log)"
-		record "$r" small FAIL "" "" "" "" "" "" "" "" "" ""
+	local rc=0
+	if ! do_mount "$r" fetch; then
+		fail_reason=${fail_reason:-mount failed}
+		rc=1
+	else
+		# bounded: a FUSE reader that hangs (httpfs2) must not stop the run
+		timeout --foreground "$small_cap" cat "$mnt_root/$(key_reader "$r")$small_path" \
+			>"$got" 2>>"$out/raw/$r.daemon.log" || rc=$?
+		case $rc in
+		0) ;;
+		124) fail_reason="no answer within ${small_cap} s (cat timed out)" ;;
+		*) fail_reason="cat failed: $(tail -1 "$out/raw/$r.daemon.log" | cut -c1-120)" ;;
+		esac
+	fi
+	if [ "$rc" != 0 ]; then
+		reqbytes=$(log_since "$mark")
+		log "$r small: failed: $fail_reason (see $out/raw/$r.daemon.log)"
+		# shellcheck disable=SC2086
+		record "$r" small FAIL "$(secs_since "$t0")" "" "" "" $reqbytes "" "" "" ""
 		unmount_all
 		return 1
 	fi
@@ -471,6 +428,8 @@ small_row() {
 	secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.4f", (b-a)/1e9}')
 	if ! cmp -s "$got" "$out/raw/small.expected"; then
 		log "$r small: WRONG CONTENT"
+		fail_reason="wrong content"
+		# shellcheck disable=SC2086
 		record "$r" small FAIL "$secs" "" "" "" ${reqbytes} "" "" "" "raw/$r.small.out"
 	else
 		# shellcheck disable=SC2086
@@ -497,7 +456,7 @@ fio_row() {  # reader workload jobfile numjobs [extra fio args]
 	fi
 	drop_caches
 	mark=$(log_mark)
-	if ! FIO_FILE=$mnt_root/$(key_reader "$r")/big.bin FIO_NUMJOBS=$nj FIO_RUNTIME=$runtime \
+	if ! FIO_IOENGINE=psync FIO_FILE=$mnt_root/$(key_reader "$r")/big.bin FIO_NUMJOBS=$nj FIO_RUNTIME=$runtime \
 		FIO_LOG=${raw%.json} timeout --foreground $((seqcap + runtime + 300)) \
 		fio --readonly "$@" --output-format=json --output="$raw" \
 		"$here/fio/$job" >/dev/null 2>"$raw.err"; then
@@ -508,7 +467,7 @@ fio_row() {  # reader workload jobfile numjobs [extra fio args]
 	fi
 	reqbytes=$(log_since "$mark")
 	# vals: iops mib_s seconds bytes clat_mean_us clat_p99_us iops_first_s
-	vals=$(python3 "$here/compare.py" fio-summary "$raw" "${raw%.json}") || {
+	vals=$(python3 "$here/benchlib.py" fio-summary "$raw" "${raw%.json}") || {
 		record "$r" "$w" FAIL "" "" "" "" "" "" "" "" "" "raw/${raw##*/}"
 		unmount_all
 		return 1
@@ -526,18 +485,21 @@ fio_row() {  # reader workload jobfile numjobs [extra fio args]
 
 # ------------------------------------------------------------ metadata
 
-# The small file: the first regular file of tree/d00 between 100 and 4096
-# bytes in listing order (a fixed choice for a given image).
+# The small file: the first regular file under /tree (depth first, in
+# directory order) between 100 and 4096 bytes: a fixed choice for a given
+# image, found by benchlib.py's own parser of the image.
 log "looking for a small file in the image"
 small_path= small_size=
-while read -r name; do
-	case $name in f*) ;; *) continue ;; esac   # files are fNNNNN.ext
-	n=$("$cat_bin" "$img" "/tree/d00/$name" 2>/dev/null | wc -c) || continue
-	if [ "$n" -ge 100 ] && [ "$n" -le 4096 ]; then
-		small_path=/tree/d00/$name small_size=$n
-		break
-	fi
-done < <("$cat_bin" "$img" /tree/d00)
+read -r small_size small_path < <(python3 - "$here" "$img" <<'EOF'
+import sys
+sys.path.insert(0, sys.argv[1])
+import benchlib
+for path, ino in benchlib.Image(sys.argv[2]).walk("/tree"):
+    if 100 <= ino["size"] <= 4096:
+        print(ino["size"], path)
+        break
+EOF
+) || true
 [ -n "$small_path" ] || die "no small file found in $img"
 "$cat_bin" "$img" "$small_path" >"$out/raw/small.expected" || die "sqfs-lazy-cat $small_path failed"
 sb=$(python3 - "$img" <<'EOF'
@@ -557,28 +519,16 @@ start_proxies
 
 {
 	printf 'command\t%s\n' "$cmdline"
-	printf 'date\t%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-	printf 'uname_r\t%s\n' "$(uname -r)"
-	printf 'nproc\t%s\n' "$(nproc)"
-	printf 'cpu_model\t%s\n' "$(awk -F': ' '/^model name/{print $2; exit}' /proc/cpuinfo)"
-	printf 'mem_total_kib\t%s\n' "$(awk '/^MemTotal/{print $2}' /proc/meminfo)"
-	printf 'git_commit\t%s\n' "$(git -C "$repo" rev-parse -q --verify HEAD 2>/dev/null || echo none)"
-	printf 'git_dirty_files\t%s\n' "$(git -C "$repo" status --porcelain 2>/dev/null | wc -l)"
-	printf 'loadavg_start\t%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
+	meta_common "$repo"
 	printf 'readers\t%s\n' "$readers"
 	printf 'quick\t%s\n' "$quick"
 	printf 'fio_runtime_s\t%s\n' "$runtime"
 	printf 'seq_cap_s\t%s\n' "$seqcap"
 	printf 'latencies_ms\t%s\n' "$latencies"
-	printf 'fio_version\t%s\n' "$(fio --version)"
-	printf 'nginx_version\t%s\n' "$("$nginx_bin" -v 2>&1 | sed 's/.*: //')"
 	printf 'curl_version\t%s\n' "$(curl --version | head -1)"
 	printf 'url\t%s\n' "$url"
 	if command -v httpdirfs >/dev/null; then
 		printf 'httpdirfs_version\t%s\n' "$(httpdirfs --version 2>&1 | head -1)"
-	fi
-	if command -v squashfuse_ll >/dev/null; then
-		printf 'squashfuse_version\t%s\n' "$(squashfuse_ll --version 2>&1 | head -1 || true)"
 	fi
 	if [ -n "$ratarmount_bin" ]; then
 		printf 'ratarmount_version\t%s\n' "$(timeout 60 "$ratarmount_bin" --version 2>&1 | head -1 || true)"
@@ -586,10 +536,14 @@ start_proxies
 			grep -E '^(ratarmountcore|PySquashfsImage|fsspec|aiohttp|mfusepy|zstandard) ' | paste -sd, || true)"
 		printf 'ratarmount_args\t%s\n' "-f --index-file :memory: ${RATARMOUNT_ARGS:-}"
 	fi
-	printf 'sqfs_lazy_version\t%s\n' "$(timeout 5 "$lazy_bin" --version 2>&1 | head -1 || true)"
+	printf 'sqfs_lazy_version\t%s\n' "$(timeout 5 "$lazy_bin" --version 2>&1 | head -1 | sed 's/^sqfs-lazy-mount //' || true)"
 	printf 'sqfs_lazy_args\t%s\n' "${SQFS_LAZY_ARGS:-}"
 	printf 'squashfuse_ll_args\t%s\n' "${SQUASHFUSE_LL_ARGS:-}"
 	printf 'httpdirfs_args\t%s\n' "${HTTPDIRFS_ARGS---no-range-check}"
+	if command -v httpfs2 >/dev/null; then
+		printf 'httpfs2_version\t%s\n' "$(dpkg-query -W -f='${Version}' httpfs2 2>/dev/null || echo '?')"
+	fi
+	printf 'small_cap_s\t%s\n' "$small_cap"
 	printf 'small_path\t%s\n' "$small_path"
 	printf 'small_size\t%s\n' "$small_size"
 	printf 'block_size\t%s\n' "$block_size"
@@ -612,6 +566,7 @@ for r in "${reader_list[@]}"; do
 	small_row "$r" || true
 done
 for r in "${reader_list[@]}"; do
+	[ "$r" = httpfs2 ] && continue   # issue 3's table: small file only
 	fio_row "$r" rand1 rand_read_4k.fio 1 || true
 	fio_row "$r" rand2 rand_read_4k.fio 2 || true
 	fio_row "$r" seq seq_read_1m.fio 1 --runtime="$seqcap" || true

@@ -21,9 +21,14 @@ import json
 import os
 import sys
 
+from benchlib import (fmt_bytes, machine_line, num, read_meta, render,
+                      versions_line)
+from benchlib import fmt_ratio as ratio_s
+
 READERS = [
     ("download", "curl whole image, then loop mount"),
     ("httpdirfs", "httpdirfs + squashfuse_ll"),
+    ("httpfs2", "httpfs2 + squashfuse_ll"),
     ("ratarmount", "ratarmount (fsspec HTTP)"),
     ("lazy-http", "sqfs-lazy-mount over HTTP"),
     ("lazy-local", "sqfs-lazy-mount, local file (ref.)"),
@@ -57,26 +62,8 @@ def label_of(key):
     return base if not l else "%s, +%d ms" % (base, l)
 
 
-def num(v):
-    try:
-        return float(v) if v not in (None, "") else None
-    except ValueError:
-        return None
 
 
-def read_meta(run_dir):
-    meta, image = {}, {}
-    with open(os.path.join(run_dir, "meta.tsv")) as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if "\t" not in line:
-                continue
-            k, v = line.split("\t", 1)
-            if k.startswith("image."):
-                image[k[6:]] = v
-            else:
-                meta[k] = v
-    return meta, image
 
 
 def build(run_dir):
@@ -96,6 +83,8 @@ def build(run_dir):
                     d[k] = v
             if m.get("raw"):
                 d["raw"] = m["raw"]
+            if m.get("reason"):
+                d["reason"] = m["reason"]
             if d.get("http_requests"):
                 d["http_bytes_per_request"] = d["http_bytes"] / \
                     d["http_requests"]
@@ -233,16 +222,6 @@ def targets(meta, rows):
     return t
 
 
-def fmt_bytes(b):
-    if b is None:
-        return "-"
-    if b >= 10 << 20:
-        return "%.0f MiB" % (b / 1048576)
-    if b >= 1 << 20:
-        return "%.1f MiB" % (b / 1048576)
-    if b >= 10 << 10:
-        return "%.0f KiB" % (b / 1024)
-    return "%d B" % b
 
 
 def fmt(v, spec):
@@ -258,21 +237,21 @@ def cell(rows, r, wl, key, spec):
     return fmt(d.get(key), spec)
 
 
-def ratio_s(v):
-    if v is None:
-        return "-"
-    if v >= 100:
-        return "%.0fx" % v
-    if v >= 10:
-        return "%.1fx" % v
-    if v >= 0.1:
-        return "%.2fx" % v
-    return "%.2gx" % v
 
 
 def table(res):
     meta, image, rows = res["meta"], res["image"], res["rows"]
-    lines = []
+    lines = [machine_line(meta) + "; 1-min load at start %s" %
+             meta.get("loadavg_start", "?"),
+             versions_line(meta, [
+                 ("fio_version", "fio"), ("nginx_version", "nginx"),
+                 ("squashfuse_version", "squashfuse"),
+                 ("httpdirfs_version", "httpdirfs"),
+                 ("httpfs2_version", "httpfs2"),
+                 ("ratarmount_version", "ratarmount"),
+                 ("sqfs_lazy_version", "sqfs-lazy-mount")]),
+             "commit %s; command: %s" % (meta.get("git_commit", "?")[:12],
+                                         meta.get("command", "?"))]
     src = num(image.get("source_bytes"))
     img = num(image.get("image_bytes"))
     lines.append("image: %s, %s blocks, %s -> %s; metadata region %s; "
@@ -352,6 +331,14 @@ def table(res):
                 "small_time", "small_bytes", "small_requests",
                 "rand1_first_s", "rand1", "rand2_first_s", "rand2", "seq")])
         lines += render([lh] + lb)
+    failed = [(k, wl, d["reason"]) for k, r in rows.items()
+              for wl, d in r.items() if d.get("status") != "ok" and
+              d.get("reason")]
+    if failed:
+        lines.append("")
+        lines.append("failed rows:")
+        for k, wl, why in failed:
+            lines.append("  %s, %s: %s" % (label_of(k), wl, why))
     if res["targets"]:
         lines.append("")
         lines.append("issue 3 targets:")
@@ -387,16 +374,6 @@ def table(res):
     return "\n".join(lines)
 
 
-def render(table_rows, header_rows=1):
-    """Left-aligned first column, right-aligned others; a rule under the
-    header rows."""
-    widths = [max(len(str(r[i])) for r in table_rows)
-              for i in range(len(table_rows[0]))]
-    out = ["  ".join(str(c).ljust(widths[i]) if i == 0 else
-                     str(c).rjust(widths[i]) for i, c in enumerate(r)).rstrip()
-           for r in table_rows]
-    sep = "  ".join("-" * w for w in widths)
-    return out[:header_rows] + [sep] + out[header_rows:]
 
 
 def main(argv):

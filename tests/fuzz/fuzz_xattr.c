@@ -39,7 +39,10 @@ static void visit(struct lsq_image *img, const struct lsq_inode *ino,
 
 		if (nlen == len - i)
 			abort(); /* the API promises NUL-terminated names */
-		if (!lsq_image_getxattr(img, ino, name, NULL, 0, &vlen)) {
+		/* 16 MiB: more than Linux allows (64 KiB), less than the
+		 * fuzzer's memory limit */
+		if (!lsq_image_getxattr(img, ino, name, NULL, 0, &vlen) &&
+		    vlen <= (16u << 20)) {
 			(void)lsq_image_getxattr(img, ino, name, small,
 						 sizeof(small), &vlen);
 			value = malloc(vlen ? vlen : 1);

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 minutes=${1:-5}
 shift || true
 [ -x build/sqfs-lazy-mount ] || { meson setup build >/dev/null 2>&1 || true; meson compile -C build >/dev/null; }
-out=bench/results/$(date -u +%Y%m%d-%H%M%S)-soak
+out=bench/results/$(date -u +%Y%m%dT%H%M%SZ)-soak
 mkdir -p "$out"
 {
 	echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"

@@ -166,6 +166,27 @@ def tsan_reports(prefix):
     return out
 
 
+def unmount_and_wait(m, seconds=15):
+    """Unmount and wait for the daemon to exit; if it does not, return a
+    description of where its threads wait (kernel stacks) and whether the
+    kernel still has the FUSE connection, before util's stop() kills it."""
+    subprocess.run(["fusermount3", "-u", m.mnt], capture_output=True)
+    if util.wait_until(lambda: m.proc.poll() is not None, seconds):
+        return None
+    out = ["daemon %d still running %d s after unmount" % (m.pid, seconds),
+           "mounted here: %s" % util.is_mounted(m.mnt),
+           "fuse connections: %s" % sorted(os.listdir(
+               "/sys/fs/fuse/connections"))]
+    for tid in sorted(os.listdir("/proc/%d/task" % m.pid)):
+        try:
+            with open("/proc/%d/task/%s/stack" % (m.pid, tid)) as f:
+                top = [ln.split()[-1] for ln in f.read().splitlines()[:4]]
+        except OSError:
+            top = ["?"]
+        out.append("  thread %s: %s" % (tid, " < ".join(top)))
+    return "\n".join(out)
+
+
 @pytest.mark.parametrize("via", ["file", "http"])
 def test_parallel_overlapping_reads(image, request, tmp_path, monkeypatch,
                                     via):
@@ -194,8 +215,10 @@ def test_parallel_overlapping_reads(image, request, tmp_path, monkeypatch,
         errors += e2
         n += n2
     finally:
+        hang = unmount_and_wait(m)
         problems = m.stop()
     took = time.monotonic() - t0
+    assert not hang, hang
     reports = tsan_reports(prefix)
     assert not reports, "\n\n".join(reports)
     assert not errors, "%d bad reads of %d, first: %s" % (

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "common/log.h"
+#include "common/url.h"
 #include "lsq/error.h"
 
 int lsq_parse_size(const char *s, uint64_t *out)
@@ -378,7 +379,8 @@ static int build_fuse_args(struct lsq_mount_options *opt,
 
 	/* The absolute path tells which image is mounted wherever
 	 * /proc/mounts is read from. */
-	path = lsq_source_is_url(opt->image) ? NULL
+	/* URLs: without their credentials, /proc/mounts is world-readable */
+	path = lsq_source_is_url(opt->image) ? lsq_url_redact(opt->image)
 					     : realpath(opt->image, NULL);
 	esc = escape_opt(path ? path : opt->image);
 	if (!esc)

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/url.h"
 #include "lsq/error.h"
 #include "lsq/source.h"
 #include "lsq_config.h"
@@ -165,7 +166,8 @@ enum verdict {
 };
 
 struct mirror {
-	char *url;
+	char *url;            /* for messages: userinfo shown as "***" */
+	char *fetch_url;      /* as given, credentials included: libcurl only */
 	char *etag;           /* strong ETag, or NULL */
 	char *last_modified;  /* or NULL */
 	struct curl_slist *headers;  /* user headers + If-Range */
@@ -722,7 +724,7 @@ static void transfer(struct xfer *x, const struct curl_slist *headers)
 	snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, x->off,
 		 x->off + x->want - 1);
 	h->errbuf[0] = '\0';
-	curl_easy_setopt(h->curl, CURLOPT_URL, x->m->url);
+	curl_easy_setopt(h->curl, CURLOPT_URL, x->m->fetch_url);
 	curl_easy_setopt(h->curl, CURLOPT_RANGE, range);
 	curl_easy_setopt(h->curl, CURLOPT_HTTPHEADER, headers);
 	curl_easy_setopt(h->curl, CURLOPT_HEADERDATA, x);
@@ -1085,6 +1087,7 @@ static void free_mirrors(struct http_source *hs)
 {
 	for (unsigned i = 0; i < hs->nmirrors; i++) {
 		free(hs->mirrors[i].url);
+		free(hs->mirrors[i].fetch_url);
 		free(hs->mirrors[i].etag);
 		free(hs->mirrors[i].last_modified);
 		curl_slist_free_all(hs->mirrors[i].headers);
@@ -1434,7 +1437,7 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		pthread_mutex_init(&hs->share_locks[i], NULL);
 	hs->base.ops = &http_ops;
-	hs->base.name = strdup(url);
+	hs->base.name = lsq_url_redact(url);
 	hs->free_handles = calloc(hs->opt.max_connections,
 				  sizeof(*hs->free_handles));
 	hs->mirrors = calloc(1 + opt->nmirrors, sizeof(*hs->mirrors));
@@ -1442,8 +1445,11 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 		goto fail;
 	hs->nmirrors = 1 + opt->nmirrors;
 	for (unsigned i = 0; i < hs->nmirrors; i++) {
-		hs->mirrors[i].url = strdup(i ? opt->mirrors[i - 1] : url);
-		if (!hs->mirrors[i].url)
+		const char *given = i ? opt->mirrors[i - 1] : url;
+
+		hs->mirrors[i].url = lsq_url_redact(given);
+		hs->mirrors[i].fetch_url = strdup(given);
+		if (!hs->mirrors[i].url || !hs->mirrors[i].fetch_url)
 			goto fail;
 	}
 	if (opt->cacert) {
@@ -1471,7 +1477,7 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 	}
 	if (opt->insecure)
 		lsq_warn("%s: TLS certificate verification is off (-o insecure)",
-			 url);
+			 hs->base.name);
 	ret = open_mirrors(hs, err, errlen);
 	if (ret)
 		goto fail;

@@ -182,8 +182,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Range",
                              "bytes %d-%d/%d" % (start, end, size))
         self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
+        # record before the headers leave: a client may act on them (and
+        # the test read the log) before this thread runs again
         self._record(206 if partial else 200, rng, len(body))
+        self.end_headers()
         if self.command == "HEAD":
             return
         if kind == "delay":

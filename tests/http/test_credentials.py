@@ -73,3 +73,28 @@ def test_header_file_bad_line_not_echoed(tmp_path, fault_server):
     assert rc != 0 and "header" in err, err
     assert len(err.strip().splitlines()) == 1, err
     assert "s3cret" not in err
+
+
+def test_url_credentials_hidden(tmp_path, mounts, fault_server, small_image):
+    """http://user:password@host/...: libcurl sends them (Basic auth), but
+    /proc/PID/cmdline, the fsname in /proc/mounts (world-readable), the
+    debug log and error lines show the URL without them."""
+    import base64
+    auth = "Basic " + base64.b64encode(b"user:pa55word").decode()
+    fault_server.require_header = ("Authorization", auth)
+    url = fault_server.url("/small.sqfs").replace("http://",
+                                                  "http://user:pa55word@")
+    m = mounts(url, FAST + ["debug"])
+    ok, data, _ = read_with_timeout(os.path.join(m.mnt, "d/small.txt"))
+    assert ok and data == small_image["files"]["d/small.txt"]
+    assert any(r["auth"] == auth for r in fault_server.requests())
+    cmdline = proc_text(m.proc.pid, "cmdline")
+    assert "pa55word" not in cmdline and "127.0.0.1" in cmdline, cmdline
+    with open("/proc/self/mountinfo") as f:
+        mine = [ln for ln in f if " %s " % m.mnt in ln]
+    assert mine and "pa55word" not in mine[0] and "***@" in mine[0], mine
+    assert "pa55word" not in m.log()
+    fault_server.require_header = ("Authorization", "Basic other")
+    rc, err, _ = try_mount(url, str(tmp_path / "mnt2"), None, FAST)
+    assert rc != 0 and "403" in err and "***@127.0.0.1" in err, err
+    assert "pa55word" not in err

@@ -3,13 +3,18 @@
 # installing dependencies):
 #   1. a warnings-as-errors build and every meson suite (unit, integration);
 #   2. an ASan+UBSan build running every suite again, the integration one
-#      on a subset of its images (LSQ_ASAN_IMAGES).
+#      on a subset of its images (LSQ_ASAN_IMAGES);
+#   3. a ThreadSanitizer build running the suite 'tsan' only (the
+#      concurrency test with the daemon under TSan, the block cache unit
+#      test); reports fail the test, tests/tsan.supp lists the few
+#      justified suppressions for uninstrumented libraries.
 # Ends with one line "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD=${BUILD:-build}
 ASAN_BUILD=${ASAN_BUILD:-build-asan}
+TSAN_BUILD=${TSAN_BUILD:-build-tsan}
 passed=0
 failed=0
 
@@ -58,6 +63,11 @@ ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
 LSQ_IMAGES=${LSQ_ASAN_IMAGES:-lz4hc-4k,xz-bcj-1m,lzma,gzip-uncompressed,zstd-noxattr,ng-xz} \
 	run_suites "$ASAN_BUILD" --timeout-multiplier 3
+
+echo "== TSan build: concurrency tests"
+setup "$TSAN_BUILD" -Dwerror=true -Db_sanitize=thread -Db_lundef=false
+TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:suppressions=$PWD/tests/tsan.supp} \
+	run_suites "$TSAN_BUILD" --suite tsan --timeout-multiplier 3
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

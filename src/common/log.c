@@ -85,27 +85,3 @@ void lsq_log_once(uint64_t key, enum lsq_log_level level, const char *fmt, ...)
 	va_end(ap);
 }
 
-char *lsq_url_for_log(const char *s)
-{
-	const char *scheme_end = strstr(s, "://");
-	const char *host, *at, *path_end, *query;
-	char *out;
-
-	if (!scheme_end)
-		return strdup(s);
-	host = scheme_end + 3;
-	/* userinfo is what precedes the last '@' of the authority */
-	path_end = host + strcspn(host, "/?#");
-	at = NULL;
-	for (const char *p = host; p < path_end; p++)
-		if (*p == '@')
-			at = p;
-	query = strpbrk(path_end, "?#");
-	if (asprintf(&out, "%.*s%s%.*s%s", (int)(host - s), s,
-		     at ? "***@" : "",
-		     (int)((query ? query : path_end + strlen(path_end)) -
-			   (at ? at + 1 : host)),
-		     at ? at + 1 : host, query ? "?***" : "") < 0)
-		return NULL;
-	return out;
-}

@@ -32,11 +32,6 @@ void lsq_log(enum lsq_log_level level, const char *fmt, ...)
 void lsq_log_once(uint64_t key, enum lsq_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-/* A copy of a URL (or path) fit for logs: "user:password@" and the query
- * (signed URLs carry tokens there) are replaced by "***". Caller frees;
- * NULL when out of memory. */
-char *lsq_url_for_log(const char *url);
-
 #define lsq_err_log(...) lsq_log(LSQ_LOG_ERROR, __VA_ARGS__)
 #define lsq_warn(...) lsq_log(LSQ_LOG_WARNING, __VA_ARGS__)
 #define lsq_info(...) lsq_log(LSQ_LOG_INFO, __VA_ARGS__)

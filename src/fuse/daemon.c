@@ -36,6 +36,7 @@
 #include "codec/codec.h"
 #include "common/log.h"
 #include "common/sd_notify.h"
+#include "common/url.h"
 #include "fuse/mount.h"
 #include "fuse/options.h"
 #include "fuse/stats.h"
@@ -245,8 +246,27 @@ static int run_loop(struct fuse_session *se,
 	return ret;
 }
 
+static int open_image_named(const struct lsq_mount_options *opt,
+			    const char *shown, struct lsq_image **img);
+
+/* Messages name the image without the credentials a URL may carry. */
 static int open_image(const struct lsq_mount_options *opt,
 		      struct lsq_image **img)
+{
+	char *shown = lsq_url_redact(opt->image);
+	int err;
+
+	if (!shown) {
+		lsq_err_log("%s", lsq_strerror(LSQ_ERR_NOMEM));
+		return LSQ_ERR_NOMEM;
+	}
+	err = open_image_named(opt, shown, img);
+	free(shown);
+	return err;
+}
+
+static int open_image_named(const struct lsq_mount_options *opt,
+			    const char *shown, struct lsq_image **img)
 {
 	struct lsq_cache_options copts;
 	struct lsq_source *src;
@@ -267,16 +287,16 @@ static int open_image(const struct lsq_mount_options *opt,
 		err = lsq_source_file_open(opt->image, opt->offset, &src);
 	}
 	if (err == LSQ_ERR_IO) {
-		lsq_err_log("%s: %s", opt->image, strerror(errno));
+		lsq_err_log("%s: %s", shown, strerror(errno));
 		return err;
 	}
 	if (err == LSQ_ERR_OUT_OF_BOUNDS) {
 		lsq_err_log("%s: offset %" PRIu64 " is past the end of the file",
-			    opt->image, opt->offset);
+			    shown, opt->offset);
 		return err;
 	}
 	if (err) {
-		lsq_err_log("%s: %s", opt->image, lsq_strerror(err));
+		lsq_err_log("%s: %s", shown, lsq_strerror(err));
 		return err;
 	}
 	copts = lsq_mount_cache_options(opt, lsq_source_is_url(opt->image));
@@ -287,7 +307,7 @@ static int open_image(const struct lsq_mount_options *opt,
 		err = lsq_source_cache_wrap(src, &copts, &cached, errbuf,
 					    sizeof(errbuf));
 		if (err) {
-			lsq_err_log("%s: %s", opt->image, lsq_strerror(err));
+			lsq_err_log("%s: %s", shown, lsq_strerror(err));
 			lsq_source_destroy(src);
 			return err;
 		}
@@ -299,11 +319,8 @@ static int open_image(const struct lsq_mount_options *opt,
 	err = lsq_image_open(src, &opt->image_opts, img, errbuf,
 			     sizeof(errbuf));
 	if (err) {
-		char *shown = lsq_url_for_log(opt->image);
-
-		lsq_err_log("%s: %s", shown ? shown : "image",
+		lsq_err_log("%s: %s", shown,
 			    errbuf[0] ? errbuf : lsq_strerror(err));
-		free(shown);
 		lsq_source_destroy(src);
 		return err;
 	}
@@ -369,7 +386,7 @@ static int run_mount(struct lsq_mount_options *opt)
 	/* no fork after this point: background fetches may use threads */
 	lsq_source_http_allow_threads(http_source);
 	start_watcher(&watcher, &m);
-	shown = lsq_url_for_log(opt->image);
+	shown = lsq_url_redact(opt->image);
 	ready.mountpoint = opt->mountpoint;
 	ready.dev_below = below.st_dev;
 	ready.shown_image = shown ? shown : "the image";
@@ -475,6 +492,27 @@ static void print_version(void)
 	printf("http: %s\n", lsq_source_http_backend());
 }
 
+/* URL credentials ("http://user:pw@host/x", also inside -o mirror=...)
+ * must not stay readable in /proc/PID/cmdline, which every user can read:
+ * each such argument is copied for the parser and the original bytes are
+ * overwritten with '*'. The copies live as long as the process. */
+static void hide_url_credentials(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		char *copy;
+
+		if (!strstr(argv[i], "://") || !strchr(argv[i], '@'))
+			continue;
+		copy = strdup(argv[i]);
+		if (!copy)
+			continue; /* left visible rather than lost */
+		if (lsq_url_scrub(argv[i]))
+			argv[i] = copy;
+		else
+			free(copy);
+	}
+}
+
 int lsq_mount_main(int argc, char **argv)
 {
 	struct lsq_mount_options opt;
@@ -482,6 +520,7 @@ int lsq_mount_main(int argc, char **argv)
 	int err;
 
 	lsq_log_set_prefix(PROG);
+	hide_url_credentials(argc, argv);
 	err = lsq_mount_options_parse(&opt, argc, argv);
 	if (err == LSQ_ERR_NOMEM)
 		lsq_err_log("%s", lsq_strerror(err));

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/url.h"
 #include "lsq/error.h"
 
 int lsq_parse_size(const char *s, uint64_t *out)
@@ -457,8 +458,8 @@ static int build_fuse_args(struct lsq_mount_options *opt,
 
 	/* The absolute path tells which image is mounted wherever
 	 * /proc/mounts is read from. */
-	/* /proc/mounts is world-readable: a URL shows without a password */
-	path = lsq_source_is_url(opt->image) ? lsq_url_for_log(opt->image)
+	/* URLs: without their credentials, /proc/mounts is world-readable */
+	path = lsq_source_is_url(opt->image) ? lsq_url_redact(opt->image)
 					     : realpath(opt->image, NULL);
 	esc = escape_opt(path ? path : opt->image);
 	if (!esc)

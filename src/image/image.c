@@ -264,10 +264,10 @@ int lsq_image_open(struct lsq_source *src, const struct lsq_image_options *opt,
 
 	ret = lsq_image_inode(img, img->sb.root_inode_ref, &root);
 	if (ret) {
-		snprintf(errbuf, errlen, "bad root inode 0x%llx in the inode table at 0x%llx: %s",
+		snprintf(errbuf, errlen, "bad root inode 0x%llx in the inode table at 0x%llx: %s: %s",
 			 (unsigned long long)img->sb.root_inode_ref,
 			 (unsigned long long)img->sb.inode_table_start,
-			 lsq_strerror(ret));
+			 img->open_detail, lsq_strerror(ret));
 		goto fail;
 	}
 	if (!S_ISDIR(root.mode)) {
@@ -289,10 +289,13 @@ int lsq_image_open(struct lsq_source *src, const struct lsq_image_options *opt,
 		.has_export_table = img->export_table.count != 0,
 		.has_xattrs = img->xattr_ids.count != 0,
 	};
+	img->opened = true;
 	*out = img;
 	return LSQ_OK;
 
 fail:
+	if (!errbuf[0] && img->open_detail[0])
+		snprintf(errbuf, errlen, "%s", img->open_detail);
 	img->src = NULL; /* the caller keeps the source on failure */
 	lsq_image_close(img);
 	return ret;

@@ -54,6 +54,12 @@ struct lsq_image {
 	struct lsq_block_cache *frag_cache; /* key: fragment index */
 	struct lsq_block_cache *data_cache; /* key: absolute block offset */
 	struct lsq_block_cache *blockidx_cache; /* key: inode ref */
+
+	/* Until open succeeds, corruption is not logged: open reports it in
+	 * its one error line (errbuf), and a refused image must give exactly
+	 * one line. The first detail is kept for that line. */
+	bool opened;
+	char open_detail[256];
 };
 
 /* S_IFMT bits of a basic inode type (1..7); 0 for anything else. */

@@ -233,18 +233,21 @@ void lsq_image_stat(const struct lsq_image *img, const struct lsq_inode *ino,
 		st->st_rdev = (dev_t)ino->rdev;
 	if (S_ISREG(ino->mode)) {
 		/* fs/squashfs/inode.c: basic files round up the size,
-		 * extended ones subtract the sparse bytes first. */
-		int64_t size = (int64_t)ino->size, blocks;
+		 * extended ones subtract the sparse bytes first. Unsigned,
+		 * clamped: a corrupt image can claim more sparse bytes than
+		 * the file has, or sizes near 2^64 (signed overflow before). */
+		uint64_t size = ino->size, sparse = ino->priv.g, blocks;
 
 		if (ino->priv.disk_type == SQUASHFS_LREG_TYPE)
-			blocks = (size - (int64_t)ino->priv.g + 511) >> 9;
+			blocks = sparse >= size ? 0 :
+				 ((size - sparse) >> 9) + ((size - sparse) & 511 ? 1 : 0);
 		else
-			blocks = size ? ((size - 1) >> 9) + 1 : 0;
-		st->st_blocks = blocks > 0 ? blocks : 0;
+			blocks = (size >> 9) + (size & 511 ? 1 : 0);
+		st->st_blocks = (blkcnt_t)(blocks < INT64_MAX / 2 ? blocks : INT64_MAX / 2);
 	}
 	/* The kernel charges xattrs to st_blocks too. */
 	if (ino->xattr_index != LSQ_NO_XATTR)
-		st->st_blocks += (((int32_t)ino->priv.xattr_size - 1) >> 9) + 1;
+		st->st_blocks += ((blkcnt_t)ino->priv.xattr_size + 511) >> 9;
 }
 
 int lsq_image_readlink(struct lsq_image *img, const struct lsq_inode *link,

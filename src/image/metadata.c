@@ -23,6 +23,13 @@ int lsq_image_corrupt(struct lsq_image *img, int err, uint64_t offset,
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	if (!img->opened) {
+		if (!img->open_detail[0])
+			snprintf(img->open_detail, sizeof(img->open_detail),
+				 "%.200s at offset 0x%llx", msg,
+				 (unsigned long long)offset);
+		return err;
+	}
 	lsq_log_once(offset ^ ((uint64_t)(-err) << 56), LSQ_LOG_ERROR,
 		     "%s: %s at offset 0x%llx: %s", img->src->name, msg,
 		     (unsigned long long)offset, lsq_strerror(err));

@@ -91,6 +91,23 @@ static int skip_value(struct lsq_image *img, struct meta_cursor *cur,
 	return lsq_meta_skip(img, cur, vsize);
 }
 
+/* A value cannot be longer than its whole table decompresses to: every
+ * metadata block takes at least 3 bytes on disk and holds at most 8 KiB.
+ * Without this check a corrupt size (up to 4 GiB) went to the caller as
+ * the size to allocate for getxattr. */
+static int check_value_size(struct lsq_image *img, uint64_t block,
+			    uint32_t vsize)
+{
+	const struct meta_table *t = &img->xattr_table;
+	uint64_t max_blocks = (t->limit - t->start) / 3 + 1;
+
+	if (vsize > max_blocks * SQUASHFS_METADATA_SIZE)
+		return lsq_image_corrupt(img, LSQ_ERR_CORRUPT, block,
+					 "xattr value of %u bytes larger than the xattr table",
+					 vsize);
+	return LSQ_OK;
+}
+
 /* Position vcur (a fresh cursor the caller finishes) at the bytes of the
  * value that follows key k at cur, following an out-of-line reference. */
 static int open_value(struct lsq_image *img, struct meta_cursor *cur,
@@ -106,6 +123,9 @@ static int open_value(struct lsq_image *img, struct meta_cursor *cur,
 		return ret;
 	*vsize = lsq_le32(b);
 	if (!k->out_of_line) {
+		ret = check_value_size(img, cur->block, *vsize);
+		if (ret)
+			return ret;
 		lsq_meta_cursor_init(vcur, cur->table, 0, cur->offset);
 		vcur->block = cur->block;
 		return LSQ_OK;
@@ -123,7 +143,7 @@ static int open_value(struct lsq_image *img, struct meta_cursor *cur,
 	if (ret)
 		return ret;
 	*vsize = lsq_le32(b);
-	return LSQ_OK;
+	return check_value_size(img, vcur->block, *vsize);
 }
 
 static int list_names(struct lsq_image *img, struct xattr_run *run,

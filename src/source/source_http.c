@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/url.h"
 #include "lsq/error.h"
 #include "lsq/source.h"
 #include "lsq_config.h"
@@ -1814,7 +1815,7 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		pthread_mutex_init(&hs->share_locks[i], NULL);
 	hs->base.ops = &http_ops;
-	hs->base.name = lsq_url_for_log(url);  /* shown in messages */
+	hs->base.name = lsq_url_redact(url);  /* shown in messages */
 	hs->free_handles = calloc(hs->opt.max_connections,
 				  sizeof(*hs->free_handles));
 	hs->mirrors = calloc(1 + opt->nmirrors, sizeof(*hs->mirrors));
@@ -1825,7 +1826,7 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 	hs->nmirrors = 1 + opt->nmirrors;
 	for (unsigned i = 0; i < hs->nmirrors; i++) {
 		hs->mirrors[i].url = strdup(i ? opt->mirrors[i - 1] : url);
-		hs->mirrors[i].shown = lsq_url_for_log(hs->mirrors[i].url);
+		hs->mirrors[i].shown = lsq_url_redact(hs->mirrors[i].url);
 		if (!hs->mirrors[i].url || !hs->mirrors[i].shown)
 			goto fail;
 	}
@@ -1854,7 +1855,7 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 	}
 	if (opt->insecure)
 		lsq_warn("%s: TLS certificate verification is off (-o insecure)",
-			 url);
+			 hs->base.name);
 	ret = open_mirrors(hs, err, errlen);
 	if (ret)
 		goto fail;

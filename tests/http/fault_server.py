@@ -11,7 +11,14 @@ that match it:
     server.set_fault("short")                     # half the body, then close
     server.set_fault("ignore_range")              # 200 with the whole body
     server.set_fault("wrong_range")               # another range than asked
+    server.set_fault("slow", chunk=16384, pause=0.02)  # body in slow pieces
+    server.set_fault("mix", seed=1, latency=0.03,      # soak: a random
+                     p={"status": 0.03, "reset": 0.02})  # fault per request
     server.clear_fault()
+
+"mix" draws one of the kinds above per request with the probabilities in
+`p` (the rest of the time no fault), and delays every answer by a uniform
+0..`latency` seconds; other keyword arguments go to the drawn fault.
 
 `count` limits how many requests get the fault (None: all). Requests whose
 range starts below `min_offset` are left alone, so a mount can be set up
@@ -72,7 +79,28 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if f.count is not None and f.hits >= f.count:
                 return None
             f.hits += 1
-            return f
+            if f.kind != "mix":
+                return f
+            if srv.rng is None or srv.rng_seed != f.kw.get("seed", 1):
+                import random
+                srv.rng_seed = f.kw.get("seed", 1)
+                srv.rng = random.Random(srv.rng_seed)
+            lat = srv.rng.uniform(0, f.kw.get("latency", 0))
+            x = srv.rng.random()
+            kind = None
+            for k, pk in sorted(f.kw.get("p", {}).items()):
+                if x < pk:
+                    kind = k
+                    break
+                x -= pk
+            srv.mix_counts[kind or "none"] = \
+                srv.mix_counts.get(kind or "none", 0) + 1
+        if lat:
+            time.sleep(lat)
+        if kind is None:
+            return None
+        return Fault(kind, **{k: v for k, v in f.kw.items()
+                              if k not in ("p", "seed", "latency")})
 
     def _record(self, status, rng, nbytes):
         srv = self.server.owner
@@ -154,12 +182,24 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Range",
                              "bytes %d-%d/%d" % (start, end, size))
         self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
+        # record before the headers leave: a client may act on them (and
+        # the test read the log) before this thread runs again
         self._record(206 if partial else 200, rng, len(body))
+        self.end_headers()
         if self.command == "HEAD":
             return
         if kind == "delay":
             time.sleep(fault.kw.get("seconds", 5))
+        if kind == "slow":
+            step = fault.kw.get("chunk", 16384)
+            try:
+                for i in range(0, len(body), step):
+                    self.wfile.write(body[i:i + step])
+                    self.wfile.flush()
+                    time.sleep(fault.kw.get("pause", 0.02))
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
+            return
         if kind in ("reset", "short"):
             self.wfile.write(body[:len(body) // 2])
             self.wfile.flush()
@@ -195,6 +235,9 @@ class FaultServer:
         self.fault = None
         self.log = []
         self.require_header = None
+        self.rng = None            # "mix" faults: seeded draws
+        self.rng_seed = None
+        self.mix_counts = {}       # "mix" faults: requests per drawn kind
         self.conns = set()
         self.port = port
         self.httpd = None

@@ -29,6 +29,10 @@ import util  # noqa: E402
 # The checks of the HTTP mode itself exist only in that mode (no skips
 # in file mode).
 collect_ignore = [] if httpserve.enabled() else ["test_http_mode.py"]
+# The corruption corpus is about the image parser: one pass over local
+# files is enough, the HTTP pass would double its cost for nothing new.
+if httpserve.enabled():
+    collect_ignore.append("test_corruption_corpus.py")
 
 
 # --------------------------------------------------------------------------

@@ -1,21 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_log.c - lsq_url_for_log(): what of a URL may appear in a message,
+ * test_url.c - lsq_url_redact(): what of a URL may appear in a message,
  * STATUS= or /proc/mounts. Userinfo and query go, the rest stays.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/log.h"
+#include "common/url.h"
 #include "harness/check.h"
 
 static void expect(const char *url, const char *shown)
 {
-	char *got = lsq_url_for_log(url);
+	char *got = lsq_url_redact(url);
 
 	CHECK(got != NULL);
 	if (strcmp(got, shown) != 0) {
-		fprintf(stderr, "lsq_url_for_log(\"%s\") = \"%s\", want \"%s\"\n",
+		fprintf(stderr, "lsq_url_redact(\"%s\") = \"%s\", want \"%s\"\n",
 			url, got, shown);
 		exit(1);
 	}
@@ -40,5 +40,16 @@ int main(void)
 	/* plain paths are left alone, '@' and '?' included */
 	expect("/srv/a@b/img?.sqfs", "/srv/a@b/img?.sqfs");
 	expect("", "");
+
+	/* lsq_url_scrub: in place, userinfo only, every URL of a list */
+	{
+		char list[] = "mirror=http://u:pw@a/x,mirror=https://b/y,url=http://t@c/";
+		unsigned long n = lsq_url_scrub(list);
+
+		if (n != 5 || strcmp(list, "mirror=http://****@a/x,mirror=https://b/y,url=http://*@c/") != 0) {
+			fprintf(stderr, "lsq_url_scrub: %lu \"%s\"\n", n, list);
+			exit(1);
+		}
+	}
 	return 0;
 }

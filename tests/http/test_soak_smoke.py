@@ -1,0 +1,34 @@
+"""A 15-second smoke of bench/soak.py: 4 readers over HTTP through random
+faults (5xx, resets, short and slow bodies, stalls), every byte compared
+with the kernel mount. The full soak is a bench run (bench/soak.sh)."""
+
+import json
+import os
+import subprocess
+import sys
+
+from conftest import daemon, require, require_mount_env
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+
+
+def test_soak_smoke(tmp_path):
+    require_mount_env()
+    daemon()
+    require(os.path.exists("/dev/loop-control"), "no loop devices")
+    out = tmp_path / "soak"
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "soak.py"),
+                        "--seconds", "15", "--readers", "4", "--tree-mb", "8",
+                        "--build", os.environ["LSQ_BUILD_DIR"],
+                        "--out", str(out)],
+                       capture_output=True, text=True, timeout=240)
+    rep = json.loads((out / "report.json").read_text())
+    assert r.returncode == 0 and rep["verdict"] == "PASS", \
+        r.stdout[-6000:] + r.stderr[-3000:]
+    assert rep["wrong_bytes"] == 0 and rep["other_errors"] == 0
+    assert rep["reads"] > 100, rep
+    # faults really were injected, and the daemon retried through them
+    injected = sum(n for k, n in rep["requests_by_fault"].items()
+                   if k != "none")
+    assert injected > 0, rep["requests_by_fault"]
+    assert rep["slowest_read_s"] <= rep["read_bound_s"]

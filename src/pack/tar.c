@@ -261,6 +261,18 @@ static int entry_xattrs(struct tar *t, struct archive_entry *e,
 		return LSQ_OK;
 	while (archive_entry_xattr_next(e, &name, &value, &size) ==
 	       ARCHIVE_OK) {
+		size_t i;
+
+		/* bsdtar stores each one twice (LIBARCHIVE.xattr and
+		 * SCHILY.xattr): the last one of a name wins */
+		for (i = 0; i < n; i++)
+			if (!strcmp(t->xattrs[i].name, name))
+				break;
+		if (i < n) {
+			t->xattrs[i].value = value;
+			t->xattrs[i].vlen = size;
+			continue;
+		}
 		if (n == t->xattrs_cap) {
 			size_t cap = t->xattrs_cap ? t->xattrs_cap * 2 : 16;
 			struct pk_xattr *x = realloc(t->xattrs,

@@ -603,3 +603,60 @@ def test_progress_only_on_a_terminal(base):
                        text=True)
     assert r.returncode == 0 and "\r" not in r.stderr
     assert r.stderr.count("\n") == 1 and "bytes image" in r.stderr
+
+
+def test_shared_xattr_values_out_of_line(base, mount_image):
+    """A long value repeated in different xattr sets is stored once; the
+    other sets refer to it (out of line); the kernel, unsquashfs,
+    rdsquashfs and our reader all read every value back."""
+    big = os.urandom(1500)  # two per file fit an ext4 inode
+
+    def make(name, shared):
+        src = os.path.join(base, name)
+        os.mkdir(src)
+        want = {}
+        for i in range(6):
+            p = os.path.join(src, "f%d" % i)
+            with open(p, "w") as f:
+                f.write("x\n")
+            v = big if shared else os.urandom(1500)
+            xs = {b"user.big": v, b"user.own%d" % i: b"%d" % i,
+                  b"user.short": b"12345678"}
+            if i % 2:
+                xs[b"trusted.big"] = v
+            for k, val in xs.items():
+                os.setxattr(p, k, val)
+            want["f%d" % i] = xs
+        out = os.path.join(base, name + ".sqfs")
+        pack(src, out, "-c", "gzip", "--no-exports")
+        return out, want
+
+    shared, want = make("ool-shared", True)
+    distinct, _ = make("ool-distinct", False)
+    # 6 + 3 copies of 1500 random bytes vs one
+    assert os.path.getsize(distinct) - os.path.getsize(shared) >= 8000, \
+        (os.path.getsize(distinct), os.path.getsize(shared))
+    mp = mount_image(shared)
+    for n, xs in want.items():
+        p = os.path.join(mp, n)
+        assert sorted(os.listxattr(p)) == sorted(k.decode() for k in xs)
+        for k, v in xs.items():
+            assert os.getxattr(p, k) == v, (n, k)
+    r = subprocess.run([cat_tool(), "--walk", shared], capture_output=True)
+    assert r.returncode == 0, r.stderr
+    assert strip_fnv(r.stdout.decode().splitlines()) == \
+        fnv_free_manifest(mp)
+    if shutil.which("unsquashfs") or os.environ.get("CI"):
+        need(shutil.which("unsquashfs"), "unsquashfs missing")
+        d = os.path.join(base, "ool-unsq")
+        r = subprocess.run(["unsquashfs", "-d", d, shared],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert os.getxattr(os.path.join(d, "f3"), "trusted.big") == big
+        shutil.rmtree(d)
+    if shutil.which("rdsquashfs") or os.environ.get("CI"):
+        need(shutil.which("rdsquashfs"), "rdsquashfs missing")
+        r = subprocess.run(["rdsquashfs", "-x", "/f5", shared],
+                           capture_output=True)
+        assert r.returncode == 0, r.stderr
+        assert b"user.big" in r.stdout and b"trusted.big" in r.stdout

@@ -648,7 +648,10 @@ int pk_bp_create(struct pk_ctx *ctx, struct pk_bp **out)
 {
 	const struct pk_opts *o = ctx->opt;
 	struct pk_bp *bp = calloc(1, sizeof(*bp));
-	unsigned workers = o->jobs ? o->jobs : 1;
+	/* -j N: N threads compress, this one included (it processes queued
+	 * jobs whenever it waits, see ordered_pool.c); -j 1 is the one-thread
+	 * pool */
+	unsigned jobs = o->jobs ? o->jobs : 1;
 	size_t budget = (size_t)256 << 20;
 
 	*out = NULL;
@@ -656,7 +659,7 @@ int pk_bp_create(struct pk_ctx *ctx, struct pk_bp **out)
 		return LSQ_ERR_NOMEM;
 	bp->ctx = ctx;
 	bp->bs = o->block_size;
-	bp->njobs = 4 * (size_t)workers + 4;
+	bp->njobs = 4 * (size_t)jobs + 4;
 	if (bp->njobs * 2 * bp->bs > budget)
 		bp->njobs = budget / (2 * (size_t)bp->bs);
 	if (bp->njobs < 4)
@@ -678,11 +681,11 @@ int pk_bp_create(struct pk_ctx *ctx, struct pk_bp **out)
 		bp->jobs[i].free_next = bp->free_list;
 		bp->free_list = &bp->jobs[i];
 	}
-	if (o->serial)
+	if (o->serial || jobs == 1)
 		bp->pool = lsq_opool_serial_create(bp->njobs, &pool_ops,
 						   (void *)&o->comp);
 	else
-		bp->pool = lsq_opool_create(workers, bp->njobs, &pool_ops,
+		bp->pool = lsq_opool_create(jobs - 1, bp->njobs, &pool_ops,
 					    (void *)&o->comp);
 	if (!bp->pool) {
 		pk_error("cannot start the compressor pool");

@@ -16,7 +16,8 @@
  * from (docs/packer-determinism.md, "Tar input").
  *
  * Paths: leading "/" and "./" and empty or "." components are dropped; a
- * ".." component is an error (it would leave the image's root). A
+ * ".." component is an error (it would leave the image's root), and so is
+ * a path of PATH_MAX bytes or more (it bounds the recursion depth). A
  * directory that entries imply but the archive does not list is created
  * with mode 0755, owner 0:0 and mtime --mtime, else SOURCE_DATE_EPOCH,
  * else 0; a later entry for it sets its real attributes. Any other path
@@ -26,6 +27,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <errno.h>
+#include <limits.h>
 #include <locale.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,6 +146,14 @@ static int normalize(const char *raw, char **out)
 			s++;
 	}
 	p[o] = '\0';
+	/* bounds the depth of every walk of the tree (recursive) as
+	 * PATH_MAX bounds a directory source */
+	if (o >= PATH_MAX) {
+		pk_error("%.64s...: path longer than %d bytes", raw,
+			 PATH_MAX - 1);
+		free(p);
+		return LSQ_ERR_NAME_TOO_LONG;
+	}
 	*out = p;
 	return LSQ_OK;
 }

@@ -192,6 +192,7 @@ LONG = "n" * 256
 BAD = [
     ("dotdot", [(dict(name="a/../../evil"), b"x")], "would leave"),
     ("longname", [(dict(name="d/" + LONG), b"x")], "longer than 255"),
+    ("too-deep", [(dict(name="d/" * 3000 + "f"), b"x")], "path longer"),
     ("twice", [(dict(name="f"), b"1"), (dict(name="./f"), b"2")],
      "appears twice"),
     ("dangling-hardlink", [(dict(name="h", type=tarfile.LNKTYPE,

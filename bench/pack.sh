@@ -132,6 +132,8 @@ for comp in xz zstd; do
 done
 echo "uptime after: $(uptime)" >>"$OUT/meta.txt"
 
+python3 bench/pack_report.py "$OUT"
+exit 0
 python3 - "$OUT" <<'EOF'
 import csv, sys
 out = sys.argv[1]

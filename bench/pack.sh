@@ -133,39 +133,4 @@ done
 echo "uptime after: $(uptime)" >>"$OUT/meta.txt"
 
 python3 bench/pack_report.py "$OUT"
-exit 0
-python3 - "$OUT" <<'EOF'
-import csv, sys
-out = sys.argv[1]
-rows = list(csv.DictReader(open(out + "/runs.tsv"), delimiter="\t"))
-get = {(r["tool"], r["comp"], r["jobs"]): r for r in rows}
-lines = ["| tool | comp | -j | wall s | CPU s | image bytes | wall / mksquashfs | size / mksquashfs | -j2 speedup |",
-         "|---|---|---|---|---|---|---|---|---|"]
-for r in rows:
-    m = get[("mksquashfs", r["comp"], r["jobs"])]
-    one = get[(r["tool"], r["comp"], "1")]
-    sp = ("%.2fx" % (float(one["wall_s"]) / float(r["wall_s"]))
-          if r["jobs"] == "2" else "")
-    lines.append("| %s | %s | %s | %.2f | %.2f | %s | %.3f | %.4f | %s |" % (
-        r["tool"], r["comp"], r["jobs"], float(r["wall_s"]),
-        float(r["cpu_s"]), format(int(r["bytes"]), ","),
-        float(r["wall_s"]) / float(m["wall_s"]),
-        int(r["bytes"]) / int(m["bytes"]), sp))
-lines.append("")
-lines.append("Targets (issue 5), sqfs-lazy-pack:")
-for comp in ("xz", "zstd"):
-    for j in ("1", "2"):
-        o, m = get[("sqfs-lazy-pack", comp, j)], get[("mksquashfs", comp, j)]
-        lines.append("- %s -j%s: wall %.2f s vs mksquashfs %.2f s (%s); size %+.2f%% (%s)" % (
-            comp, j, float(o["wall_s"]), float(m["wall_s"]),
-            "met" if float(o["wall_s"]) <= float(m["wall_s"]) else "MISSED",
-            100.0 * (int(o["bytes"]) / int(m["bytes"]) - 1),
-            "met" if abs(int(o["bytes"]) / int(m["bytes"]) - 1) <= 0.01 else "MISSED"))
-o1, o2 = get[("sqfs-lazy-pack", "xz", "1")], get[("sqfs-lazy-pack", "xz", "2")]
-sp = float(o1["wall_s"]) / float(o2["wall_s"])
-lines.append("- xz -j2 / -j1 speedup: %.2fx (%s, target 1.8x)" % (
-    sp, "met" if sp >= 1.8 else "MISSED"))
-open(out + "/table.md", "w").write("\n".join(lines) + "\n")
-print("\n".join(lines))
-EOF
 echo "results: $OUT" >&2

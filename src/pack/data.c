@@ -51,7 +51,7 @@ struct frag_key {
 	bool used;
 };
 
-struct bp {
+struct pk_bp { /* the block processor (pack.h) */
 	struct pk_ctx *ctx;
 	uint32_t bs;
 	struct lsq_opool *pool;
@@ -182,7 +182,7 @@ static int pread_all(int fd, void *buf, size_t len, uint64_t off,
 
 /* ---- whole-file dedup ---- */
 
-static bool same_bytes(struct bp *bp, uint64_t a, uint64_t b, uint64_t len)
+static bool same_bytes(struct pk_bp *bp, uint64_t a, uint64_t b, uint64_t len)
 {
 	while (len) {
 		size_t n = len < CMP_CHUNK ? (size_t)len : CMP_CHUNK, g1, g2;
@@ -198,7 +198,7 @@ static bool same_bytes(struct bp *bp, uint64_t a, uint64_t b, uint64_t len)
 	return true;
 }
 
-static int dtab_grow(struct bp *bp)
+static int dtab_grow(struct pk_bp *bp)
 {
 	size_t cap = bp->dtab_cap ? bp->dtab_cap * 2 : 1024;
 	struct pk_inode **t = calloc(cap, sizeof(*t));
@@ -222,7 +222,7 @@ static int dtab_grow(struct bp *bp)
 	return LSQ_OK;
 }
 
-static int dedup_file(struct bp *bp, struct pk_inode *f)
+static int dedup_file(struct pk_bp *bp, struct pk_inode *f)
 {
 	struct pk_ctx *ctx = bp->ctx;
 	uint64_t len = ctx->pos - f->start;
@@ -238,7 +238,8 @@ static int dedup_file(struct bp *bp, struct pk_inode *f)
 	for (; bp->dtab[j]; j = (j + 1) & (bp->dtab_cap - 1)) {
 		struct pk_inode *c = bp->dtab[j];
 
-		if (c->digest != f->digest || c->nblocks != f->nblocks ||
+		if (c->skipped || c->digest != f->digest ||
+		    c->nblocks != f->nblocks ||
 		    memcmp(c->blocks, f->blocks,
 			   f->nblocks * sizeof(*f->blocks)))
 			continue;
@@ -277,7 +278,7 @@ static int frag_slot_add(struct pk_ctx *ctx, uint32_t index)
 	return LSQ_OK;
 }
 
-static int handle(struct bp *bp, struct blk_job *job)
+static int handle(struct pk_bp *bp, struct blk_job *job)
 {
 	struct pk_ctx *ctx = bp->ctx;
 	const uint8_t *data = job->raw ? job->in : job->out;
@@ -300,8 +301,11 @@ static int handle(struct bp *bp, struct blk_job *job)
 	struct pk_inode *f = job->file;
 	uint64_t mix[2] = { job->size_word, job->hash };
 
-	if (job->index == 0)
+	if (job->index == 0) {
 		f->start = ctx->pos;
+		f->own_start = ctx->pos;
+		f->data_written = true;
+	}
 	if (job->out_len) {
 		ret = pk_pwrite_all(ctx, data, job->out_len, ctx->pos);
 		if (ret)
@@ -317,7 +321,7 @@ static int handle(struct bp *bp, struct blk_job *job)
 	return LSQ_OK;
 }
 
-static int handle_one(struct bp *bp)
+static int handle_one(struct pk_bp *bp)
 {
 	struct blk_job *job = (struct blk_job *)lsq_opool_dequeue(bp->pool);
 	int ret;
@@ -330,7 +334,7 @@ static int handle_one(struct bp *bp)
 	return ret;
 }
 
-static int get_job(struct bp *bp, struct blk_job **out)
+static int get_job(struct pk_bp *bp, struct blk_job **out)
 {
 	while (!bp->free_list) {
 		int ret = handle_one(bp);
@@ -343,7 +347,7 @@ static int get_job(struct bp *bp, struct blk_job **out)
 	return LSQ_OK;
 }
 
-static int submit(struct bp *bp, struct blk_job *job)
+static int submit(struct pk_bp *bp, struct blk_job *job)
 {
 	int ret = lsq_opool_submit(bp->pool, &job->item);
 
@@ -354,7 +358,7 @@ static int submit(struct bp *bp, struct blk_job *job)
 	return ret;
 }
 
-static int flush_frag(struct bp *bp)
+static int flush_frag(struct pk_bp *bp)
 {
 	struct blk_job *job;
 	int ret;
@@ -374,7 +378,7 @@ static int flush_frag(struct bp *bp)
 	return submit(bp, job);
 }
 
-static int ftab_grow(struct bp *bp)
+static int ftab_grow(struct pk_bp *bp)
 {
 	size_t cap = bp->ftab_cap ? bp->ftab_cap * 2 : 1024;
 	struct frag_key *t = calloc(cap, sizeof(*t));
@@ -397,7 +401,7 @@ static int ftab_grow(struct bp *bp)
 	return LSQ_OK;
 }
 
-static int add_tail(struct bp *bp, struct pk_inode *f, const uint8_t *data,
+static int add_tail(struct pk_bp *bp, struct pk_inode *f, const uint8_t *data,
 		    uint32_t len)
 {
 	uint64_t h1 = pk_hash(3, data, len), h2 = pk_hash(5, data, len);
@@ -437,15 +441,41 @@ static int add_tail(struct bp *bp, struct pk_inode *f, const uint8_t *data,
 	return LSQ_OK;
 }
 
+/* ---- reading a file from the source directory ---- */
+
+struct fd_reader {
+	struct pk_reader r;   /* first */
+	const struct pk_ctx *ctx;
+	int fd;
+	uint64_t off;
+	const char *path;
+};
+
+static int fd_read(struct pk_reader *r, void *buf, size_t len, size_t *got)
+{
+	struct fd_reader *fr = (struct fd_reader *)r;
+	int ret = pread_all(fr->fd, buf, len, fr->off, got);
+
+	if (ret)
+		return pk_read_fail(fr->ctx, "%s: read failed: %s", fr->path,
+				    strerror(-ret));
+	fr->off += *got;
+	return LSQ_OK;
+}
+
 /* Is [off, off + len) inside a hole? Filesystems without SEEK_DATA
  * report everything as data. */
-static bool in_hole(int fd, uint64_t off, uint32_t len)
+static bool fd_hole(struct pk_reader *r, uint64_t off, uint32_t len)
 {
-	off_t d = lseek(fd, (off_t)off, SEEK_DATA);
+	struct fd_reader *fr = (struct fd_reader *)r;
+	off_t d = lseek(fr->fd, (off_t)off, SEEK_DATA);
 
-	if (d < 0)
-		return errno == ENXIO;
-	return (uint64_t)d >= off + len;
+	if (d < 0 && errno != ENXIO)
+		return false;
+	if (d >= 0 && (uint64_t)d < off + len)
+		return false;
+	fr->off = off + len;
+	return true;
 }
 
 static int changed(const char *path)
@@ -454,9 +484,43 @@ static int changed(const char *path)
 	return LSQ_ERR_IO;
 }
 
-static int pack_file(struct bp *bp, struct pk_node *node)
+/* The file's reads failed under --skip-unreadable: write out what is in
+ * flight (nothing after this file was submitted), then take back the
+ * file's own blocks. A tail already in the fragment block stays there: it
+ * is real data that later files may share. */
+static int skip_file(struct pk_bp *bp, struct pk_inode *f)
 {
-	struct pk_inode *f = node->ino;
+	int ret = LSQ_OK;
+
+	while (!ret && lsq_opool_pending(bp->pool))
+		ret = handle_one(bp);
+	if (ret)
+		return ret;
+	if (f->data_written)
+		bp->ctx->pos = f->own_start;
+	f->skipped = true;
+	f->nblocks = 0;
+	bp->ctx->skipped++;
+	bp->ctx->skipped_files++;
+	return LSQ_OK;
+}
+
+static int read_exact(struct pk_reader *r, void *buf, size_t len,
+		      const char *path)
+{
+	size_t got;
+	int ret = r->read(r, buf, len, &got);
+
+	if (ret)
+		return ret;
+	if (got != len)
+		return changed(path);
+	return LSQ_OK;
+}
+
+int pk_bp_add_file(struct pk_bp *bp, struct pk_inode *f, const char *path,
+		   struct pk_reader *r)
+{
 	const struct pk_opts *o = bp->ctx->opt;
 	uint64_t size = f->size, off = 0;
 	uint32_t tail = (uint32_t)(size & (bp->bs - 1));
@@ -464,35 +528,18 @@ static int pack_file(struct bp *bp, struct pk_node *node)
 	bool use_frag = !o->no_fragments && tail &&
 			(o->always_fragments || size < bp->bs);
 	uint64_t nblocks = nfull + (tail && !use_frag);
-	struct stat st;
 	uint8_t probe;
 	size_t got;
-	int fd, ret = LSQ_OK;
+	int ret = LSQ_OK;
 
 	f->data_done = true;
 	if (nblocks > UINT32_MAX)
 		return LSQ_ERR_OVERFLOW;
-	fd = open(node->path, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
-	if (fd < 0) {
-		pk_error("%s: cannot open: %s", node->path, strerror(errno));
-		return LSQ_ERR_IO;
-	}
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		pk_error("%s: changed while being packed", node->path);
-		ret = LSQ_ERR_IO;
-		goto out;
-	}
-	if ((uint64_t)st.st_size != size) {
-		ret = changed(node->path);
-		goto out;
-	}
 	f->nblocks = (uint32_t)nblocks;
 	if (nblocks) {
 		f->blocks = calloc(nblocks, sizeof(*f->blocks));
-		if (!f->blocks) {
-			ret = LSQ_ERR_NOMEM;
-			goto out;
-		}
+		if (!f->blocks)
+			return LSQ_ERR_NOMEM;
 	}
 	for (uint64_t i = 0; i < nblocks; i++) {
 		struct blk_job *job;
@@ -502,24 +549,15 @@ static int pack_file(struct bp *bp, struct pk_node *node)
 		ret = get_job(bp, &job);
 		if (ret)
 			goto out;
-		if (in_hole(fd, off, len)) {
+		if (r->hole && r->hole(r, off, len))
 			/* nothing to read: the worker sees zeros, as it
 			 * would after reading the hole */
 			memset(job->in, 0, len);
-			got = len;
-			ret = 0;
-		} else {
-			ret = pread_all(fd, job->in, len, off, &got);
-		}
-		if (ret || got != len) {
-			if (ret)
-				pk_error("%s: read failed: %s", node->path,
-					 strerror(-ret));
-			else
-				changed(node->path);
+		else
+			ret = read_exact(r, job->in, len, path);
+		if (ret) {
 			job->free_next = bp->free_list;
 			bp->free_list = job;
-			ret = LSQ_ERR_IO;
 			goto out;
 		}
 		job->kind = JOB_DATA;
@@ -533,118 +571,157 @@ static int pack_file(struct bp *bp, struct pk_node *node)
 		off += len;
 	}
 	if (use_frag) {
-		ret = pread_all(fd, bp->tail_buf, tail, off, &got);
-		if (ret || got != tail) {
-			if (ret)
-				pk_error("%s: read failed: %s", node->path,
-					 strerror(-ret));
-			else
-				changed(node->path);
-			ret = LSQ_ERR_IO;
-			goto out;
-		}
-		ret = add_tail(bp, f, bp->tail_buf, tail);
+		ret = read_exact(r, bp->tail_buf, tail, path);
+		if (!ret)
+			ret = add_tail(bp, f, bp->tail_buf, tail);
 		if (ret)
 			goto out;
 		off += tail;
 	}
-	ret = pread_all(fd, &probe, 1, off, &got);
-	if (ret) {
-		pk_error("%s: read failed: %s", node->path, strerror(-ret));
-		ret = LSQ_ERR_IO;
-	} else if (got || fstat(fd, &st) || (uint64_t)st.st_size != size) {
-		ret = changed(node->path);
-	}
-	bp->ctx->bytes_in += size;
+	/* one more byte must not be there */
+	ret = r->read(r, &probe, 1, &got);
+	if (!ret && got)
+		ret = changed(path);
+	if (!ret)
+		bp->ctx->bytes_in += size;
 out:
-	close(fd);
+	if (ret == PK_UNREADABLE)
+		return skip_file(bp, f);
 	return ret;
 }
 
-static int walk(struct bp *bp, struct pk_node *node)
+static int add_from_path(struct pk_bp *bp, struct pk_node *node)
+{
+	struct pk_inode *f = node->ino;
+	struct fd_reader fr = {
+		.r = { .read = fd_read, .hole = fd_hole },
+		.ctx = bp->ctx,
+		.path = node->path,
+	};
+	struct stat st;
+	int ret;
+
+	fr.fd = open(node->path, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+	if (fr.fd < 0) {
+		f->data_done = true;
+		ret = pk_read_fail(bp->ctx, "%s: cannot open: %s", node->path,
+				   strerror(errno));
+		return ret == PK_UNREADABLE ? skip_file(bp, f) : ret;
+	}
+	if (fstat(fr.fd, &st) || !S_ISREG(st.st_mode)) {
+		pk_error("%s: changed while being packed", node->path);
+		ret = LSQ_ERR_IO;
+	} else if ((uint64_t)st.st_size != f->size) {
+		ret = changed(node->path);
+	} else {
+		ret = pk_bp_add_file(bp, f, node->path, &fr.r);
+		if (!ret && !f->skipped &&
+		    (fstat(fr.fd, &st) || (uint64_t)st.st_size != f->size))
+			ret = changed(node->path);
+	}
+	close(fr.fd);
+	return ret;
+}
+
+int pk_bp_add_tree(struct pk_bp *bp, struct pk_node *node)
 {
 	for (size_t i = 0; i < node->nchildren; i++) {
 		struct pk_node *c = node->children[i];
 		int ret = LSQ_OK;
 
+		if (c->ino->skipped)
+			continue;
 		if (S_ISREG(c->ino->mode) && !c->ino->data_done) {
-			ret = pack_file(bp, c);
+			ret = add_from_path(bp, c);
 			bp->ctx->files_done++;
 			pk_progress(bp->ctx, false);
+		} else if (S_ISDIR(c->ino->mode)) {
+			ret = pk_bp_add_tree(bp, c);
 		}
-		else if (S_ISDIR(c->ino->mode))
-			ret = walk(bp, c);
 		if (ret)
 			return ret;
 	}
 	return LSQ_OK;
 }
 
-int pk_write_data(struct pk_ctx *ctx)
+int pk_bp_create(struct pk_ctx *ctx, struct pk_bp **out)
 {
 	const struct pk_opts *o = ctx->opt;
-	struct bp bp = { .ctx = ctx, .bs = o->block_size };
-	unsigned workers = o->jobs ? o->jobs : 1;
+	struct pk_bp *bp = calloc(1, sizeof(*bp));
+	/* -j N: N threads compress, this one included (it processes queued
+	 * jobs whenever it waits, see ordered_pool.c); -j 1 is the one-thread
+	 * pool */
+	unsigned jobs = o->jobs ? o->jobs : 1;
 	size_t budget = (size_t)256 << 20;
-	int ret;
 
-	bp.njobs = 4 * (size_t)workers + 4;
-	if (bp.njobs * 2 * bp.bs > budget)
-		bp.njobs = budget / (2 * (size_t)bp.bs);
-	if (bp.njobs < 4)
-		bp.njobs = 4;
-	bp.jobs = calloc(bp.njobs, sizeof(*bp.jobs));
-	bp.frag_buf = malloc(bp.bs);
-	bp.tail_buf = malloc(bp.bs);
-	bp.cmp_a = malloc(CMP_CHUNK);
-	bp.cmp_b = malloc(CMP_CHUNK);
-	if (!bp.jobs || !bp.frag_buf || !bp.cmp_a || !bp.cmp_b ||
-	    !bp.tail_buf) {
-		ret = LSQ_ERR_NOMEM;
-		goto out;
+	*out = NULL;
+	if (!bp)
+		return LSQ_ERR_NOMEM;
+	bp->ctx = ctx;
+	bp->bs = o->block_size;
+	bp->njobs = 4 * (size_t)jobs + 4;
+	if (bp->njobs * 2 * bp->bs > budget)
+		bp->njobs = budget / (2 * (size_t)bp->bs);
+	if (bp->njobs < 4)
+		bp->njobs = 4;
+	bp->jobs = calloc(bp->njobs, sizeof(*bp->jobs));
+	bp->frag_buf = malloc(bp->bs);
+	bp->tail_buf = malloc(bp->bs);
+	bp->cmp_a = malloc(CMP_CHUNK);
+	bp->cmp_b = malloc(CMP_CHUNK);
+	*out = bp;
+	if (!bp->jobs || !bp->frag_buf || !bp->cmp_a || !bp->cmp_b ||
+	    !bp->tail_buf)
+		return LSQ_ERR_NOMEM;
+	for (size_t i = 0; i < bp->njobs; i++) {
+		bp->jobs[i].in = malloc(bp->bs);
+		bp->jobs[i].out = malloc(bp->bs);
+		if (!bp->jobs[i].in || !bp->jobs[i].out)
+			return LSQ_ERR_NOMEM;
+		bp->jobs[i].free_next = bp->free_list;
+		bp->free_list = &bp->jobs[i];
 	}
-	for (size_t i = 0; i < bp.njobs; i++) {
-		bp.jobs[i].in = malloc(bp.bs);
-		bp.jobs[i].out = malloc(bp.bs);
-		if (!bp.jobs[i].in || !bp.jobs[i].out) {
-			ret = LSQ_ERR_NOMEM;
-			goto out;
-		}
-		bp.jobs[i].free_next = bp.free_list;
-		bp.free_list = &bp.jobs[i];
-	}
-	if (o->serial)
-		bp.pool = lsq_opool_serial_create(bp.njobs, &pool_ops,
-						  (void *)&o->comp);
+	if (o->serial || jobs == 1)
+		bp->pool = lsq_opool_serial_create(bp->njobs, &pool_ops,
+						   (void *)&o->comp);
 	else
-		bp.pool = lsq_opool_create(workers, bp.njobs, &pool_ops,
-					   (void *)&o->comp);
-	if (!bp.pool) {
+		bp->pool = lsq_opool_create(jobs - 1, bp->njobs, &pool_ops,
+					    (void *)&o->comp);
+	if (!bp->pool) {
 		pk_error("cannot start the compressor pool");
-		ret = LSQ_ERR_NOMEM;
-		goto out;
+		return LSQ_ERR_NOMEM;
 	}
-	if (S_ISDIR(ctx->root->ino->mode))
-		ret = walk(&bp, ctx->root);
-	else
-		ret = LSQ_ERR_NOT_DIR;
-	if (!ret)
-		ret = flush_frag(&bp);
-	while (!ret && lsq_opool_pending(bp.pool))
-		ret = handle_one(&bp);
-out:
-	lsq_opool_destroy(bp.pool);
-	if (bp.jobs)
-		for (size_t i = 0; i < bp.njobs; i++) {
-			free(bp.jobs[i].in);
-			free(bp.jobs[i].out);
-		}
-	free(bp.jobs);
-	free(bp.frag_buf);
-	free(bp.cmp_a);
-	free(bp.cmp_b);
-	free(bp.tail_buf);
-	free(bp.ftab);
-	free(bp.dtab);
+	return LSQ_OK;
+}
+
+int pk_bp_finish(struct pk_bp *pbp)
+{
+	struct pk_bp *bp = (struct pk_bp *)pbp;
+	int ret = flush_frag(bp);
+
+	while (!ret && lsq_opool_pending(bp->pool))
+		ret = handle_one(bp);
 	return ret;
+}
+
+void pk_bp_destroy(struct pk_bp *pbp)
+{
+	struct pk_bp *bp = (struct pk_bp *)pbp;
+
+	if (!bp)
+		return;
+	lsq_opool_destroy(bp->pool);
+	if (bp->jobs)
+		for (size_t i = 0; i < bp->njobs; i++) {
+			free(bp->jobs[i].in);
+			free(bp->jobs[i].out);
+		}
+	free(bp->jobs);
+	free(bp->frag_buf);
+	free(bp->cmp_a);
+	free(bp->cmp_b);
+	free(bp->tail_buf);
+	free(bp->ftab);
+	free(bp->dtab);
+	free(bp);
 }

@@ -20,6 +20,7 @@
 
 #include "format/ondisk.h"
 #include "lsq/error.h"
+#include "lsq_config.h"
 #include "pack/pack.h"
 
 static char tmp_path[PATH_MAX];
@@ -49,6 +50,23 @@ void pk_warn(const struct pk_ctx *ctx, const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
+int pk_read_fail(const struct pk_ctx *ctx, const char *fmt, ...)
+{
+	bool skip = ctx->opt->skip_unreadable;
+	va_list ap;
+
+	if (skip && ctx->opt->quiet)
+		return PK_UNREADABLE;
+	if (ctx->progress)
+		fputs("\r\033[K", stderr);
+	fputs(skip ? "sqfs-lazy-pack: warning: " : "sqfs-lazy-pack: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs(skip ? " (left out of the image)\n" : "\n", stderr);
+	return skip ? PK_UNREADABLE : LSQ_ERR_IO;
+}
+
 double pk_now(void)
 {
 	struct timespec ts;
@@ -68,16 +86,28 @@ void pk_progress(struct pk_ctx *ctx, bool force)
 		return;
 	ctx->last_progress = now;
 	secs = now - ctx->start_time;
-	fprintf(stderr,
-		"\r\033[K%llu/%llu files, %.1f MiB in, %.1f MiB out, %.1f MiB/s",
-		(unsigned long long)ctx->files_done,
-		(unsigned long long)ctx->files,
+	if (ctx->streaming) /* tar input: the total is not known */
+		fprintf(stderr, "\r\033[K%llu files",
+			(unsigned long long)ctx->files_done);
+	else
+		fprintf(stderr, "\r\033[K%llu/%llu files",
+			(unsigned long long)ctx->files_done,
+			(unsigned long long)ctx->files);
+	fprintf(stderr, ", %.1f MiB in, %.1f MiB out, %.1f MiB/s",
 		(double)ctx->bytes_in / 1048576.0,
 		(double)ctx->pos / 1048576.0,
 		secs > 0 ? (double)ctx->bytes_in / 1048576.0 / secs : 0.0);
 	if (force)
 		fputc('\n', stderr);
 }
+
+#if !LSQ_HAVE_LIBARCHIVE
+int pk_tar_read(struct pk_ctx *ctx, struct pk_bp *bp)
+{
+	pk_error("tar input is not built in (needs libarchive)");
+	return LSQ_ERR_UNSUPPORTED;
+}
+#endif
 
 static void on_signal(int sig)
 {
@@ -90,15 +120,18 @@ static void on_signal(int sig)
 static void usage(FILE *f)
 {
 	fprintf(f,
-"Usage: sqfs-lazy-pack [OPTIONS] SOURCE_DIR OUTPUT\n"
-"Pack a directory tree into a SquashFS 4.0 image, deterministically.\n"
+"Usage: sqfs-lazy-pack [OPTIONS] SOURCE OUTPUT\n"
+"Pack a directory tree or a tar archive (a file, or - for stdin; gzip, xz,\n"
+"zstd, bzip2, lz4... compressed) into a SquashFS 4.0 image,\n"
+"deterministically.\n"
 "\n"
 "  -b, --block-size SIZE   data block size, 4K..1M, a power of two (128K)\n"
 "  -c, --compressor NAME   gzip, xz, lz4, lzo, zstd (gzip)\n"
 "  -l, --level N           gzip 1-9 (9), zstd 1-22 (15), lzo 1-9 (8)\n"
 "      --xz-bcj LIST       xz BCJ filters: x86,powerpc,ia64,arm,armthumb,sparc\n"
 "      --lz4-hc            lz4 high-compression mode\n"
-"  -j, --jobs N            compressor threads (number of CPUs)\n"
+"  -j, --jobs N            threads that compress, the main one included\n"
+"                          (number of CPUs)\n"
 "      --serial            no threads: the reference block processor\n"
 "      --no-fragments      store tails as short blocks, no fragments\n"
 "      --always-fragments  put tails of files >= block size in fragments too\n"
@@ -107,12 +140,35 @@ static void usage(FILE *f)
 "      --all-root          every file owned by 0:0\n"
 "      --mtime T           every time stamp becomes T (seconds since 1970)\n"
 "      --force             overwrite OUTPUT if it exists\n"
+"      --skip-unreadable   leave out what cannot be read, with a warning\n"
 "  -q, --quiet             no warnings, no summary\n"
 "  -h, --help              this text\n"
 "      --version           version and compressors\n"
 "\n"
 "SOURCE_DATE_EPOCH, when set, clamps every time stamp to it and is the\n"
 "image's creation time.\n");
+}
+
+/* A directory is walked; "-" and anything else that opens (a file, a
+ * pipe) is read as a tar archive. */
+static int source_is_tar(const char *source, bool *tar)
+{
+	struct stat st;
+
+	*tar = !strcmp(source, "-");
+	if (*tar)
+		return 0;
+	if (stat(source, &st)) {
+		pk_error("%s: %s", source, strerror(errno));
+		return -1;
+	}
+	*tar = !S_ISDIR(st.st_mode);
+	if (*tar && !LSQ_HAVE_LIBARCHIVE) {
+		pk_error("%s: not a directory, and tar input is not built in "
+			 "(needs libarchive)", source);
+		return -1;
+	}
+	return 0;
 }
 
 static int parse_u64(const char *s, uint64_t max, uint64_t *out)
@@ -142,7 +198,7 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out)
 enum {
 	OPT_XZ_BCJ = 256, OPT_LZ4_HC, OPT_SERIAL, OPT_NO_FRAG, OPT_ALWAYS_FRAG,
 	OPT_NO_XATTRS, OPT_NO_EXPORTS, OPT_ALL_ROOT, OPT_MTIME, OPT_FORCE,
-	OPT_VERSION,
+	OPT_VERSION, OPT_SKIP_UNREADABLE,
 };
 
 static const struct option long_opts[] = {
@@ -160,6 +216,7 @@ static const struct option long_opts[] = {
 	{ "all-root", no_argument, NULL, OPT_ALL_ROOT },
 	{ "mtime", required_argument, NULL, OPT_MTIME },
 	{ "force", no_argument, NULL, OPT_FORCE },
+	{ "skip-unreadable", no_argument, NULL, OPT_SKIP_UNREADABLE },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, OPT_VERSION },
@@ -218,6 +275,7 @@ static int parse_args(int argc, char **argv, struct pk_opts *o)
 		case OPT_NO_EXPORTS: o->no_exports = true; break;
 		case OPT_ALL_ROOT: o->all_root = true; break;
 		case OPT_FORCE: o->force = true; break;
+		case OPT_SKIP_UNREADABLE: o->skip_unreadable = true; break;
 		case OPT_MTIME:
 			if (parse_u64(optarg, UINT32_MAX, &v) ||
 			    strpbrk(optarg, "KkMm"))
@@ -230,8 +288,10 @@ static int parse_args(int argc, char **argv, struct pk_opts *o)
 			usage(stdout);
 			exit(0);
 		case OPT_VERSION:
-			printf("sqfs-lazy-pack %s\ncompressors: %s\n", LSQ_VERSION,
-			       lsq_comp_available());
+			printf("sqfs-lazy-pack %s\ncompressors: %s\n"
+			       "inputs: directory%s\n", LSQ_VERSION,
+			       lsq_comp_available(),
+			       LSQ_HAVE_LIBARCHIVE ? " tar" : "");
 			exit(0);
 		default:
 			usage(stderr);
@@ -244,6 +304,8 @@ static int parse_args(int argc, char **argv, struct pk_opts *o)
 	}
 	o->source = argv[optind];
 	o->output = argv[optind + 1];
+	if (source_is_tar(o->source, &o->tar))
+		return 1;
 	if (o->no_fragments && o->always_fragments) {
 		pk_error("--no-fragments and --always-fragments exclude each other");
 		return 2;
@@ -315,6 +377,7 @@ int main(int argc, char **argv)
 {
 	struct pk_opts o;
 	struct pk_ctx ctx;
+	struct pk_bp *bp = NULL;
 	struct sigaction sa;
 	uint8_t comp_opts[16];
 	size_t comp_len;
@@ -347,10 +410,13 @@ int main(int argc, char **argv)
 	sigaction(SIGHUP, &sa, NULL);
 
 	ctx.progress = !o.quiet && isatty(STDERR_FILENO);
+	ctx.streaming = o.tar;
 	ctx.start_time = pk_now();
-	ret = pk_scan(&ctx);
-	if (ret)
-		goto fail;
+	if (!o.tar) {
+		ret = pk_scan(&ctx);
+		if (ret)
+			goto fail;
+	}
 	ctx.fd = make_temp(o.output);
 	if (ctx.fd < 0) {
 		ret = LSQ_ERR_IO;
@@ -358,9 +424,17 @@ int main(int argc, char **argv)
 	}
 	comp_len = lsq_comp_options(&o.comp, comp_opts);
 	ctx.pos = SQUASHFS_SUPERBLOCK_SIZE + (comp_len ? 2 + comp_len : 0);
-	ret = pk_write_data(&ctx);
+	ret = pk_bp_create(&ctx, &bp);
 	if (!ret)
+		ret = o.tar ? pk_tar_read(&ctx, bp) :
+			      pk_bp_add_tree(bp, ctx.root);
+	if (!ret)
+		ret = pk_bp_finish(bp);
+	pk_bp_destroy(bp);
+	if (!ret) {
+		pk_tree_prune(ctx.root);
 		ret = pk_write_tables(&ctx, comp_opts, comp_len);
+	}
 	if (ctx.progress)
 		pk_progress(&ctx, true);
 	if (ret)
@@ -381,12 +455,16 @@ int main(int argc, char **argv)
 		goto fail;
 	}
 	tmp_live = 0;
+	if (!o.quiet && ctx.skipped)
+		fprintf(stderr, "sqfs-lazy-pack: %llu unreadable entries left "
+			"out\n", (unsigned long long)ctx.skipped);
 	if (!o.quiet)
 		fprintf(stderr,
 			"sqfs-lazy-pack: %s: %u inodes, %llu files, %llu bytes "
 			"in, %llu bytes image (%.1f%%), %llu bytes saved by "
 			"dedup, %.2f s\n",
-			o.output, ctx.inode_count, (unsigned long long)ctx.files,
+			o.output, ctx.inode_count,
+			(unsigned long long)(ctx.files - ctx.skipped_files),
 			(unsigned long long)ctx.bytes_in,
 			(unsigned long long)ctx.pos,
 			ctx.bytes_in ? 100.0 * (double)ctx.pos /

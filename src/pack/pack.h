@@ -2,8 +2,11 @@
 /*
  * pack.h - the packer's internal model, shared by its parts:
  *
- *   scan.c    walk SOURCE (names sorted bytewise) into a tree of nodes;
- *             hardlinks share one struct pk_inode; xattrs and ids interned
+ *   scan.c    walk a SOURCE directory (names sorted bytewise) into a tree
+ *             of nodes; hardlinks share one struct pk_inode; xattrs and
+ *             ids interned
+ *   tar.c     the same tree from a tar archive (libarchive), streamed:
+ *             each file's data goes to the block processor as it is read
  *   data.c    block processor: chop files into blocks, compress/hash them
  *             in the ordered pool, dedup, write (main thread only)
  *   tables.c  metadata writer, inodes, directories, lookup tables, xattrs,
@@ -22,6 +25,10 @@
 
 #include "pack/compress.h"
 
+/* Longest name stored: the format allows 256 bytes, but Linux (NAME_MAX)
+ * could not look a 256-byte name up, so such an image would be unusable. */
+#define PK_NAME_MAX 255
+
 struct pk_opts {
 	const char *source;
 	const char *output;
@@ -36,6 +43,8 @@ struct pk_opts {
 	bool all_root;
 	bool force;
 	bool quiet;
+	bool skip_unreadable; /* warn and leave out what cannot be read */
+	bool tar;             /* SOURCE is a tar archive ("-" = stdin) */
 	bool have_mtime;      /* --mtime: every time becomes mtime */
 	uint32_t mtime;
 	bool have_clamp;      /* SOURCE_DATE_EPOCH: times clamped to it */
@@ -67,6 +76,10 @@ struct pk_inode {
 	uint64_t sparse;      /* bytes in sparse blocks */
 	uint64_t digest;      /* running hash of (size word, block hash) */
 	bool data_done;
+	bool data_written;    /* a block of this file reached the output */
+	uint64_t own_start;   /* where its blocks began before any dedup */
+	bool skipped;         /* unreadable under --skip-unreadable: every
+				 link to it is left out of the image */
 	/* directories */
 	struct pk_node *dir;  /* the directory's node */
 };
@@ -112,7 +125,10 @@ struct pk_ctx {
 	/* statistics */
 	uint64_t files, bytes_in, dedup_bytes;
 	uint64_t files_done;
+	uint64_t skipped;     /* entries left out by --skip-unreadable */
+	uint64_t skipped_files; /* of them regular files found by the scan */
 	bool progress;        /* a progress line on stderr (a terminal) */
+	bool streaming;       /* tar input: the file total is not known */
 	double start_time, last_progress;
 	uint32_t max_mtime;
 	/* an existing OUTPUT inside SOURCE is not packed into itself */
@@ -126,6 +142,17 @@ void pk_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void pk_warn(const struct pk_ctx *ctx, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* A source object could not be read (open, read, readdir, readlink,
+ * xattrs). Prints one line naming it: an error, or under
+ * --skip-unreadable a warning that it is left out. Returns LSQ_ERR_IO or
+ * PK_UNREADABLE (skip it) accordingly. */
+#define PK_UNREADABLE 1
+int pk_read_fail(const struct pk_ctx *ctx, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Drop the nodes whose inode was skipped (--skip-unreadable). */
+void pk_tree_prune(struct pk_node *dir);
+
 /* Redraw the progress line (at most 4 times a second unless force). */
 void pk_progress(struct pk_ctx *ctx, bool force);
 double pk_now(void);
@@ -134,10 +161,56 @@ double pk_now(void);
 int pk_scan(struct pk_ctx *ctx);
 void pk_tree_free(struct pk_node *node);
 
-/* data.c: write all file data and fragments from ctx->pos on. */
-int pk_write_data(struct pk_ctx *ctx);
+/* Shared by scan.c and tar.c: the index of id in the id table (added in
+ * first-use order); a source time mapped by --mtime / SOURCE_DATE_EPOCH. */
+int pk_id_index(struct pk_ctx *ctx, uint32_t id, uint32_t *out);
+uint32_t pk_map_time(struct pk_ctx *ctx, int64_t t);
+
+/* One extended attribute as a source reports it (full name). */
+struct pk_xattr {
+	const char *name;
+	const void *value;
+	size_t vlen;
+};
+
+/* Turn a file's xattrs into an xattr id (SQUASHFS_INVALID_XATTR when none
+ * is stored): names outside user./trusted./security. are skipped with a
+ * warning, a name SquashFS cannot hold is an error naming path. Sorts x. */
+int pk_xattrs_intern(struct pk_ctx *ctx, const char *path,
+		     struct pk_xattr *x, size_t n, uint32_t *out);
+
+/* data.c: the block processor, writing from ctx->pos on. */
+struct pk_bp;
+
+/* Where a file's bytes come from. read() fills up to len bytes and sets
+ * *got (less than len only at the end of the data); on failure it prints
+ * one line naming the file and returns an lsq_err, or PK_UNREADABLE when
+ * the file is to be skipped (see pk_read_fail). hole() (optional) says
+ * that [off, off + len) holds no data, so nothing needs reading. */
+struct pk_reader {
+	int (*read)(struct pk_reader *r, void *buf, size_t len, size_t *got);
+	bool (*hole)(struct pk_reader *r, uint64_t off, uint32_t len);
+};
+
+int pk_bp_create(struct pk_ctx *ctx, struct pk_bp **out);
+/* Every regular file below node (a directory), in tree order, read from
+ * its path. */
+int pk_bp_add_tree(struct pk_bp *bp, struct pk_node *node);
+/* One regular file of f->size bytes from r (path names it in errors).
+ * When r says PK_UNREADABLE, f is marked skipped, what was written for it
+ * is taken back, and the result is LSQ_OK. */
+int pk_bp_add_file(struct pk_bp *bp, struct pk_inode *f, const char *path,
+		   struct pk_reader *r);
+/* Write the last fragment block and everything still in flight. */
+int pk_bp_finish(struct pk_bp *bp);
+void pk_bp_destroy(struct pk_bp *bp);
+
 int pk_pwrite_all(struct pk_ctx *ctx, const void *buf, size_t len,
 		  uint64_t off);
+
+/* tar.c: read the archive at ctx->opt->source ("-": stdin) into the tree
+ * and its file data into bp. */
+int pk_tar_read(struct pk_ctx *ctx, struct pk_bp *bp);
 
 /* tables.c: inodes, directories and tables after the data, superblock
  * last. comp_opts/comp_len: the compressor options block. */

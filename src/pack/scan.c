@@ -45,7 +45,7 @@ uint64_t pk_hash(uint64_t seed, const void *p, size_t n)
 	return h;
 }
 
-static int id_index(struct pk_ctx *ctx, uint32_t id, uint32_t *out)
+int pk_id_index(struct pk_ctx *ctx, uint32_t id, uint32_t *out)
 {
 	for (size_t i = 0; i < ctx->nids; i++)
 		if (ctx->ids[i] == id) {
@@ -70,7 +70,7 @@ static int id_index(struct pk_ctx *ctx, uint32_t id, uint32_t *out)
 	return LSQ_OK;
 }
 
-static uint32_t map_time(struct pk_ctx *ctx, time_t t)
+uint32_t pk_map_time(struct pk_ctx *ctx, int64_t t)
 {
 	const struct pk_opts *o = ctx->opt;
 
@@ -78,27 +78,19 @@ static uint32_t map_time(struct pk_ctx *ctx, time_t t)
 		return o->mtime;
 	if (t < 0)
 		t = 0;
-	if ((uint64_t)t > UINT32_MAX)
-		t = (time_t)UINT32_MAX;
+	if (t > (int64_t)UINT32_MAX)
+		t = UINT32_MAX;
 	if (o->have_clamp && (uint32_t)t > o->clamp)
-		t = (time_t)o->clamp;
+		t = o->clamp;
 	return (uint32_t)t;
 }
 
 /* ---- xattrs ---- */
 
-struct xent {
-	const char *name; /* full name */
-	unsigned prefix;
-	size_t plen;
-	char *value;
-	size_t vlen;
-};
-
-static int cmp_xent(const void *a, const void *b)
+static int cmp_xattr(const void *a, const void *b)
 {
-	return strcmp(((const struct xent *)a)->name,
-		      ((const struct xent *)b)->name);
+	return strcmp(((const struct pk_xattr *)a)->name,
+		      ((const struct pk_xattr *)b)->name);
 }
 
 static int intern_xset(struct pk_ctx *ctx, uint8_t *data, size_t len,
@@ -135,23 +127,99 @@ static int intern_xset(struct pk_ctx *ctx, uint8_t *data, size_t len,
 	return LSQ_OK;
 }
 
+static const char *const xprefixes[] = { "user.", "trusted.", "security." };
+
+int pk_xattrs_intern(struct pk_ctx *ctx, const char *path,
+		     struct pk_xattr *x, size_t n, uint32_t *out)
+{
+	size_t keep = 0, total = 0, size = 0;
+	unsigned *prefix;
+	uint8_t *data, *p;
+
+	*out = SQUASHFS_INVALID_XATTR;
+	if (n == 0)
+		return LSQ_OK;
+	prefix = calloc(n, sizeof(*prefix));
+	if (!prefix)
+		return LSQ_ERR_NOMEM;
+	qsort(x, n, sizeof(*x), cmp_xattr);
+	for (size_t i = 0; i < n; i++) {
+		unsigned pi;
+		size_t nl;
+
+		for (pi = 0; pi < 3; pi++)
+			if (!strncmp(x[i].name, xprefixes[pi],
+				     strlen(xprefixes[pi])))
+				break;
+		if (pi == 3) {
+			pk_warn(ctx, "%s: xattr %s not stored (SquashFS holds "
+				"user., trusted. and security. only)", path,
+				x[i].name);
+			continue;
+		}
+		nl = strlen(x[i].name) - strlen(xprefixes[pi]);
+		if (nl == 0 || nl > 255 || x[i].vlen > UINT32_MAX / 2) {
+			pk_error("%s: xattr %s: %s", path, x[i].name,
+				 nl == 0 ? "empty name after the prefix" :
+				 nl > 255 ? "name longer than 255 bytes" :
+					    "value too large");
+			free(prefix);
+			return LSQ_ERR_NAME_TOO_LONG;
+		}
+		prefix[i] = pi + 1;
+		total += 8 + nl + x[i].vlen;
+		size += strlen(x[i].name) + 1 + x[i].vlen;
+		keep++;
+	}
+	if (keep == 0 || size > UINT32_MAX) {
+		free(prefix);
+		if (keep == 0)
+			return LSQ_OK;
+		pk_error("%s: xattrs larger than 4 GiB", path);
+		return LSQ_ERR_OVERFLOW;
+	}
+	data = malloc(total);
+	if (!data) {
+		free(prefix);
+		return LSQ_ERR_NOMEM;
+	}
+	p = data;
+	for (size_t i = 0; i < n; i++) {
+		size_t pl, nl;
+
+		if (!prefix[i])
+			continue;
+		pl = strlen(xprefixes[prefix[i] - 1]);
+		nl = strlen(x[i].name) - pl;
+		lsq_put16(p, (uint16_t)(prefix[i] - 1));
+		lsq_put16(p + 2, (uint16_t)nl);
+		memcpy(p + 4, x[i].name + pl, nl);
+		p += 4 + nl;
+		lsq_put32(p, (uint32_t)x[i].vlen);
+		if (x[i].vlen)
+			memcpy(p + 4, x[i].value, x[i].vlen);
+		p += 4 + x[i].vlen;
+	}
+	free(prefix);
+	return intern_xset(ctx, data, total, (uint32_t)keep, (uint32_t)size,
+			   out);
+}
+
+/* Read a file's xattrs; a failure is pk_read_fail()'s. */
 static int read_xattrs(struct pk_ctx *ctx, const char *path, uint32_t *out)
 {
-	static const char *const prefixes[] = { "user.", "trusted.",
-						"security." };
 	ssize_t n = llistxattr(path, NULL, 0);
 	char *names = NULL;
-	struct xent *ents = NULL;
-	size_t nents = 0, total = 0, size = 0;
-	uint8_t *data = NULL, *p;
+	struct pk_xattr *x = NULL;
+	size_t nx = 0;
 	int ret = LSQ_OK;
 
 	*out = SQUASHFS_INVALID_XATTR;
 	if (n < 0) {
 		if (errno == ENOTSUP || errno == ENODATA)
 			return LSQ_OK;
-		pk_error("%s: cannot list xattrs: %s", path, strerror(errno));
-		return LSQ_ERR_IO;
+		return pk_read_fail(ctx, "%s: cannot list xattrs: %s", path,
+				    strerror(errno));
 	}
 	if (n == 0)
 		return LSQ_OK;
@@ -165,78 +233,47 @@ static int read_xattrs(struct pk_ctx *ctx, const char *path, uint32_t *out)
 		goto out;
 	}
 	names[n] = '\0';
-	ents = calloc((size_t)n, sizeof(*ents));
-	if (!ents) {
+	x = calloc((size_t)n, sizeof(*x));
+	if (!x) {
 		ret = LSQ_ERR_NOMEM;
 		goto out;
 	}
 	for (char *q = names; q < names + n; q += strlen(q) + 1) {
-		unsigned pi;
 		ssize_t vl;
+		char *v;
 
-		for (pi = 0; pi < 3; pi++)
-			if (!strncmp(q, prefixes[pi], strlen(prefixes[pi])))
-				break;
-		if (pi == 3) {
-			pk_warn(ctx, "%s: xattr %s not stored (SquashFS holds "
-				"user., trusted. and security. only)", path, q);
+		/* only what SquashFS can hold is read (the rest is warned
+		 * about by pk_xattrs_intern) */
+		x[nx].name = q;
+		if (strncmp(q, "user.", 5) && strncmp(q, "trusted.", 8) &&
+		    strncmp(q, "security.", 9)) {
+			nx++;
 			continue;
-		}
-		if (strlen(q) - strlen(prefixes[pi]) > 255) {
-			pk_error("%s: xattr name %s too long", path, q);
-			ret = LSQ_ERR_NAME_TOO_LONG;
-			goto out;
 		}
 		vl = lgetxattr(path, q, NULL, 0);
 		if (vl < 0)
 			goto xfail;
-		ents[nents].value = malloc((size_t)vl + 1);
-		if (!ents[nents].value) {
+		v = malloc((size_t)vl + 1);
+		if (!v) {
 			ret = LSQ_ERR_NOMEM;
 			goto out;
 		}
-		vl = lgetxattr(path, q, ents[nents].value, (size_t)vl);
+		x[nx].value = v;
+		vl = lgetxattr(path, q, v, (size_t)vl);
 		if (vl < 0)
 			goto xfail;
-		ents[nents].name = q;
-		ents[nents].prefix = pi;
-		ents[nents].plen = strlen(prefixes[pi]);
-		ents[nents].vlen = (size_t)vl;
-		total += 8 + strlen(q) - ents[nents].plen + (size_t)vl;
-		size += strlen(q) + 1 + (size_t)vl;
-		nents++;
+		x[nx++].vlen = (size_t)vl;
 	}
-	if (nents == 0)
-		goto out;
-	qsort(ents, nents, sizeof(*ents), cmp_xent);
-	data = malloc(total);
-	if (!data) {
-		ret = LSQ_ERR_NOMEM;
-		goto out;
-	}
-	p = data;
-	for (size_t i = 0; i < nents; i++) {
-		size_t nl = strlen(ents[i].name) - ents[i].plen;
-
-		lsq_put16(p, (uint16_t)ents[i].prefix);
-		lsq_put16(p + 2, (uint16_t)nl);
-		memcpy(p + 4, ents[i].name + ents[i].plen, nl);
-		p += 4 + nl;
-		lsq_put32(p, (uint32_t)ents[i].vlen);
-		memcpy(p + 4, ents[i].value, ents[i].vlen);
-		p += 4 + ents[i].vlen;
-	}
-	ret = intern_xset(ctx, data, total, (uint32_t)nents, (uint32_t)size,
-			  out);
+	ret = pk_xattrs_intern(ctx, path, x, nx, out);
 	goto out;
 xfail:
-	pk_error("%s: cannot read xattrs: %s", path, strerror(errno));
-	ret = LSQ_ERR_IO;
+	ret = pk_read_fail(ctx, "%s: cannot read xattrs: %s", path,
+			   strerror(errno));
 out:
-	if (ents)
-		for (size_t i = 0; i <= nents && i < (size_t)n; i++)
-			free(ents[i].value);
-	free(ents);
+	if (x)
+		for (size_t i = 0; i < (size_t)n; i++)
+			free((void *)x[i].value);
+	free(x);
 	free(names);
 	return ret;
 }
@@ -327,12 +364,12 @@ static int fill_inode(struct pk_ctx *ctx, struct pk_node *node,
 	ino->nlink = 1;
 	ino->frag_index = SQUASHFS_INVALID_FRAG;
 	ino->xattr_id = SQUASHFS_INVALID_XATTR;
-	ino->mtime = map_time(ctx, st->st_mtime);
+	ino->mtime = pk_map_time(ctx, st->st_mtime);
 	if (ino->mtime > ctx->max_mtime)
 		ctx->max_mtime = ino->mtime;
-	ret = id_index(ctx, uid, &ino->uid_idx);
+	ret = pk_id_index(ctx, uid, &ino->uid_idx);
 	if (!ret)
-		ret = id_index(ctx, gid, &ino->gid_idx);
+		ret = pk_id_index(ctx, gid, &ino->gid_idx);
 	if (ret)
 		return ret;
 
@@ -348,11 +385,16 @@ static int fill_inode(struct pk_ctx *ctx, struct pk_node *node,
 		if (!buf)
 			return LSQ_ERR_NOMEM;
 		n = readlink(node->path, buf, 4097);
-		if (n < 0 || n > 4096) {
-			pk_error("%s: cannot read symlink: %s", node->path,
-				 n < 0 ? strerror(errno) : "target too long");
+		if (n < 0) {
 			free(buf);
-			return LSQ_ERR_IO;
+			return pk_read_fail(ctx, "%s: cannot read symlink: %s",
+					    node->path, strerror(errno));
+		}
+		if (n > 4096) {
+			pk_error("%s: symlink target longer than 4096 bytes",
+				 node->path);
+			free(buf);
+			return LSQ_ERR_NAME_TOO_LONG;
 		}
 		buf[n] = '\0';
 		ino->target = buf;
@@ -392,11 +434,9 @@ static int scan_dir(struct pk_ctx *ctx, struct pk_node *dir)
 	uint32_t subdirs = 0;
 	int ret = LSQ_OK;
 
-	if (!d) {
-		pk_error("%s: cannot open directory: %s", dir->path,
-			 strerror(errno));
-		return LSQ_ERR_IO;
-	}
+	if (!d)
+		return pk_read_fail(ctx, "%s: cannot open directory: %s",
+				    dir->path, strerror(errno));
 	errno = 0;
 	while ((de = readdir(d))) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
@@ -421,9 +461,12 @@ static int scan_dir(struct pk_ctx *ctx, struct pk_node *dir)
 		errno = 0;
 	}
 	if (errno) {
-		pk_error("%s: cannot read directory: %s", dir->path,
-			 strerror(errno));
-		ret = LSQ_ERR_IO;
+		ret = pk_read_fail(ctx, "%s: cannot read directory: %s",
+				   dir->path, strerror(errno));
+		/* under --skip-unreadable the whole directory goes */
+		for (size_t i = 0; i < n; i++)
+			free(names[i]);
+		n = 0;
 		goto out;
 	}
 	closedir(d);
@@ -454,15 +497,25 @@ static int scan_dir(struct pk_ctx *ctx, struct pk_node *dir)
 			ret = LSQ_ERR_NOMEM;
 			goto out;
 		}
-		if (c->name_len > SQUASHFS_NAME_LEN) {
+		if (c->name_len > PK_NAME_MAX) {
 			pk_error("%s: name longer than %d bytes", c->path,
-				 SQUASHFS_NAME_LEN);
+				 PK_NAME_MAX);
 			ret = LSQ_ERR_NAME_TOO_LONG;
 			goto out;
 		}
 		if (lstat(c->path, &st)) {
-			pk_error("%s: %s", c->path, strerror(errno));
-			ret = LSQ_ERR_IO;
+			ret = pk_read_fail(ctx, "%s: %s", c->path,
+					   strerror(errno));
+			if (ret == PK_UNREADABLE) {
+				/* no inode to hang it on: drop the node */
+				dir->nchildren--;
+				free(c->path);
+				free(c->name);
+				free(c);
+				ctx->skipped++;
+				ret = LSQ_OK;
+				continue;
+			}
 			goto out;
 		}
 		if (ctx->skip_valid && st.st_dev == ctx->skip_dev &&
@@ -496,15 +549,22 @@ static int scan_dir(struct pk_ctx *ctx, struct pk_node *dir)
 			}
 		}
 		ret = fill_inode(ctx, c, &st);
+		if (!ret && S_ISDIR(st.st_mode)) {
+			c->ino->dir = c;
+			ret = scan_dir(ctx, c);
+			if (!ret)
+				subdirs++;
+		}
+		if (ret == PK_UNREADABLE) {
+			/* left out with every other link to it */
+			c->ino->skipped = true;
+			ctx->skipped++;
+			if (S_ISREG(st.st_mode))
+				ctx->files--;
+			ret = LSQ_OK;
+		}
 		if (ret)
 			goto out;
-		if (S_ISDIR(st.st_mode)) {
-			c->ino->dir = c;
-			subdirs++;
-			ret = scan_dir(ctx, c);
-			if (ret)
-				goto out;
-		}
 	}
 	dir->ino->nlink = 2 + subdirs;
 out:
@@ -538,10 +598,34 @@ int pk_scan(struct pk_ctx *ctx)
 		return LSQ_ERR_NOT_DIR;
 	}
 	ret = fill_inode(ctx, root, &st);
-	if (ret)
-		return ret;
-	root->ino->dir = root;
-	return scan_dir(ctx, root);
+	if (!ret) {
+		root->ino->dir = root;
+		ret = scan_dir(ctx, root);
+	}
+	if (ret == PK_UNREADABLE) {
+		pk_error("%s: the source directory cannot be read",
+			 root->path);
+		ret = LSQ_ERR_IO;
+	}
+	return ret;
+}
+
+void pk_tree_prune(struct pk_node *dir)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < dir->nchildren; i++) {
+		struct pk_node *c = dir->children[i];
+
+		if (c->ino->skipped) {
+			pk_tree_free(c);
+			continue;
+		}
+		if (S_ISDIR(c->ino->mode))
+			pk_tree_prune(c);
+		dir->children[k++] = c;
+	}
+	dir->nchildren = k;
 }
 
 void pk_tree_free(struct pk_node *node)

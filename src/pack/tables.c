@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/endian.h"
 #include "format/encode.h"
 #include "format/ondisk.h"
 #include "lsq/error.h"
@@ -401,6 +402,109 @@ static int write_dir(struct tw *t, struct pk_node *d, uint32_t parent)
 	return t->inodes.err;
 }
 
+/* ---- xattr values stored out of line ---- */
+
+/* A value longer than its 8-byte reference that was written before is
+ * stored as that reference (type | SQUASHFS_XATTR_VALUE_OOL, size 8), as
+ * mksquashfs does; the reference points at the first copy's size field.
+ * Values are looked up by hash and compared byte for byte. */
+struct ool_val {
+	const uint8_t *p;     /* the value, inside its set's data */
+	uint32_t len;
+	uint64_t hash;
+	uint64_t ref;         /* kv stream reference of its size field */
+};
+
+struct ool_tab {
+	struct ool_val *v;    /* open addressing, len 0 = empty */
+	size_t cap, n;
+};
+
+static int ool_grow(struct ool_tab *t)
+{
+	size_t cap = t->cap ? t->cap * 2 : 256;
+	struct ool_val *v = calloc(cap, sizeof(*v));
+
+	if (!v)
+		return LSQ_ERR_NOMEM;
+	for (size_t i = 0; i < t->cap; i++) {
+		size_t j;
+
+		if (!t->v[i].len)
+			continue;
+		j = (size_t)t->v[i].hash & (cap - 1);
+		while (v[j].len)
+			j = (j + 1) & (cap - 1);
+		v[j] = t->v[i];
+	}
+	free(t->v);
+	t->v = v;
+	t->cap = cap;
+	return LSQ_OK;
+}
+
+/* Is p[0..len) in the table? Sets *slot to where it is, or would go. */
+static const struct ool_val *ool_find(struct ool_tab *t, const uint8_t *p,
+				      uint32_t len, uint64_t h, size_t *slot)
+{
+	size_t j;
+
+	for (j = (size_t)h & (t->cap - 1); t->v[j].len;
+	     j = (j + 1) & (t->cap - 1))
+		if (t->v[j].hash == h && t->v[j].len == len &&
+		    !memcmp(t->v[j].p, p, len))
+			break;
+	*slot = j;
+	return t->v[j].len ? &t->v[j] : NULL;
+}
+
+/* Write one serialized set (scan.c's layout per entry: u16 type, u16 name
+ * length, name, u32 value length, value) into the kv stream. */
+static void write_xset(struct mw *kv, struct ool_tab *ool,
+		       const struct pk_xattr_set *set)
+{
+	const uint8_t *p = set->data, *end = set->data + set->len;
+
+	while (p < end && !kv->err) {
+		uint16_t type = lsq_le16(p), nl = lsq_le16(p + 2);
+		uint32_t vl = lsq_le32(p + 4 + nl);
+		const uint8_t *val = p + 8 + nl;
+		const struct ool_val *prev = NULL;
+		uint64_t h = 0;
+		size_t slot = 0;
+		uint8_t b[12];
+
+		if (vl > 8) {
+			if (ool->n * 2 >= ool->cap &&
+			    (kv->err = ool_grow(ool)))
+				return;
+			h = pk_hash(13, val, vl);
+			prev = ool_find(ool, val, vl, h, &slot);
+		}
+		lsq_put16(b, (uint16_t)(prev ? type | SQUASHFS_XATTR_VALUE_OOL :
+					       type));
+		lsq_put16(b + 2, nl);
+		mw_write(kv, b, 4);
+		mw_write(kv, p + 4, nl);
+		if (prev) {
+			lsq_put32(b, 8);
+			lsq_put64(b + 4, prev->ref);
+			mw_write(kv, b, 12);
+		} else {
+			if (vl > 8) {
+				/* the first copy: refer to its size field */
+				ool->v[slot] = (struct ool_val){
+					.p = val, .len = vl, .hash = h,
+					.ref = mw_ref(kv)
+				};
+				ool->n++;
+			}
+			mw_write(kv, p + 4 + nl, 4 + (size_t)vl);
+		}
+		p = val + vl;
+	}
+}
+
 /* ---- tables ---- */
 
 static int write_blob(struct pk_ctx *ctx, const void *p, size_t n)
@@ -559,14 +663,17 @@ int pk_write_tables(struct pk_ctx *ctx, const uint8_t *comp_opts,
 			ret = LSQ_ERR_NOMEM;
 			goto out;
 		}
-		for (size_t i = 0; i < ctx->nxsets; i++) {
+		struct ool_tab ool = { 0 };
+
+		for (size_t i = 0; i < ctx->nxsets && !kv.err; i++) {
 			uint8_t *e = buf + i * SQUASHFS_XATTR_ID_SIZE;
 
 			lsq_put64(e, mw_ref(&kv));
 			lsq_put32(e + 8, ctx->xsets[i].count);
 			lsq_put32(e + 12, ctx->xsets[i].size);
-			mw_write(&kv, ctx->xsets[i].data, ctx->xsets[i].len);
+			write_xset(&kv, &ool, &ctx->xsets[i]);
 		}
+		free(ool.v);
 		mw_flush(&kv);
 		ret = kv.err;
 		if (!ret)

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import cat_tool, need, pack, packer
+from conftest import cat_tool, need, pack, packer, packer_for_others
 
 KINDS = ("gzip", "xz", "lz4", "lzo", "zstd")
 SIZES = {"4K": 4096, "128K": 131072, "1M": 1048576}
@@ -478,3 +478,181 @@ def test_enospc_leaves_nothing(base):
         assert listing(small) == []
     finally:
         subprocess.run(["umount", small], check=False)
+
+
+def walk_paths(image):
+    r = subprocess.run([cat_tool(), "--walk", image], capture_output=True)
+    assert r.returncode == 0, r.stderr
+    return [ln.split(b" ")[0].decode() for ln in r.stdout.splitlines()]
+
+
+def test_skip_unreadable_as_nobody(base):
+    """chmod 000 file (with a hardlink elsewhere) and directory: an error
+    without the flag, left out entirely with it."""
+    src, outdir = _unreadable_setup(base, "skipnobody")
+    secret = os.path.join(src, "sub", "secret")
+    with open(secret, "w") as f:
+        f.write("secret\n")
+    os.chmod(secret, 0)
+    os.link(secret, os.path.join(src, "secret-link"))
+    locked = os.path.join(src, "locked")
+    os.makedirs(os.path.join(locked, "inner"))
+    os.chmod(locked, 0)
+    with open(os.path.join(src, "zlast"), "w") as f:
+        f.write("after the skipped ones\n")
+    out = os.path.join(outdir, "img.sqfs")
+    r = pack(src, out, check=False, user="nobody")
+    assert r.returncode == 1 and locked in r.stderr, r.stderr
+    assert listing(outdir) == []
+
+    cmd = [packer_for_others(), "--skip-unreadable", src, out]
+    r = subprocess.run(["runuser", "-u", "nobody", "--"] + cmd,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    # the file is read through its first link in tree order
+    for p in (os.path.join(src, "secret-link"), locked):
+        assert p in r.stderr and "left out" in r.stderr, r.stderr
+    assert "2 unreadable entries left out" in r.stderr, r.stderr
+    assert walk_paths(out) == ["", "/ok", "/sub", "/zlast"]
+    # -q silences the warnings, not the result
+    r = subprocess.run(["runuser", "-u", "nobody", "--",
+                        packer_for_others(), "-q", "--force",
+                        "--skip-unreadable", src, out],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+
+
+def test_skip_unreadable_eio_mid_file(base, mount_image):
+    """A file whose second block fails with EIO (a corrupt block on a
+    kernel squashfs mount used as the source): its first block was already
+    written and must be taken back; the file after it must be intact."""
+    need(os.geteuid() == 0, "loop mounts need root")
+    src = os.path.join(base, "eio-src")
+    os.mkdir(src)
+    text = b"".join(b"line %d of compressible text\n" % i
+                    for i in range(20000))
+    files = {"a_bad": os.urandom(131072) + text[:262144],
+             "b_good": text[:300000] + b"end\n",
+             "c_small": text[:5000]}
+    for n, data in files.items():
+        with open(os.path.join(src, n), "wb") as f:
+            f.write(data)
+    img = os.path.join(base, "eio.sqfs")
+    pack(src, img, "-c", "gzip", "--no-fragments", "--no-exports")
+    # a_bad's first block is random, so stored raw at 96; its second block
+    # (compressed text) follows: break it
+    with open(img, "r+b") as f:
+        f.seek(96 + 131072 + 200)
+        f.write(b"\xff" * 64)
+    mp = mount_image(img)
+    with pytest.raises(OSError):
+        open(os.path.join(mp, "a_bad"), "rb").read()
+
+    out = os.path.join(base, "eio-out.sqfs")
+    r = pack(mp, out, check=False)
+    assert r.returncode == 1 and "a_bad: read failed" in r.stderr, r.stderr
+    assert not os.path.exists(out)
+    r = pack(mp, out, "--skip-unreadable", "-c", "gzip", check=False)
+    assert r.returncode == 0, r.stderr
+    mp2 = mount_image(out)
+    assert sorted(os.listdir(mp2)) == ["b_good", "c_small"]
+    for n in ("b_good", "c_small"):
+        assert open(os.path.join(mp2, n), "rb").read() == files[n], n
+    # nothing of a_bad's first block stayed in the image
+    assert os.path.getsize(out) < 65536, os.path.getsize(out)
+
+
+def test_progress_only_on_a_terminal(base):
+    import pty
+    src = os.path.join(base, "progress")
+    os.mkdir(src)
+    for i in range(3):
+        with open(os.path.join(src, "f%d" % i), "wb") as f:
+            f.write(os.urandom(200000))
+    out = os.path.join(base, "progress.sqfs")
+
+    def run(*args):
+        master, slave = pty.openpty()
+        p = subprocess.Popen([packer(), "--force", *args, src, out],
+                             stderr=slave, stdout=subprocess.DEVNULL)
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                b = os.read(master, 4096)
+            except OSError:
+                break
+            if not b:
+                break
+            chunks.append(b)
+        os.close(master)
+        assert p.wait(timeout=60) == 0
+        return b"".join(chunks).decode()
+
+    shown = run()
+    assert "\r" in shown and "3/3 files" in shown and "MiB/s" in shown, \
+        shown
+    assert "bytes image" in shown and "saved by dedup" in shown, shown
+    assert run("-q") == ""
+    # not a terminal: the summary only
+    r = subprocess.run([packer(), "--force", src, out], capture_output=True,
+                       text=True)
+    assert r.returncode == 0 and "\r" not in r.stderr
+    assert r.stderr.count("\n") == 1 and "bytes image" in r.stderr
+
+
+def test_shared_xattr_values_out_of_line(base, mount_image):
+    """A long value repeated in different xattr sets is stored once; the
+    other sets refer to it (out of line); the kernel, unsquashfs,
+    rdsquashfs and our reader all read every value back."""
+    big = os.urandom(1500)  # two per file fit an ext4 inode
+
+    def make(name, shared):
+        src = os.path.join(base, name)
+        os.mkdir(src)
+        want = {}
+        for i in range(6):
+            p = os.path.join(src, "f%d" % i)
+            with open(p, "w") as f:
+                f.write("x\n")
+            v = big if shared else os.urandom(1500)
+            xs = {b"user.big": v, b"user.own%d" % i: b"%d" % i,
+                  b"user.short": b"12345678"}
+            if i % 2:
+                xs[b"trusted.big"] = v
+            for k, val in xs.items():
+                os.setxattr(p, k, val)
+            want["f%d" % i] = xs
+        out = os.path.join(base, name + ".sqfs")
+        pack(src, out, "-c", "gzip", "--no-exports")
+        return out, want
+
+    shared, want = make("ool-shared", True)
+    distinct, _ = make("ool-distinct", False)
+    # 6 + 3 copies of 1500 random bytes vs one
+    assert os.path.getsize(distinct) - os.path.getsize(shared) >= 8000, \
+        (os.path.getsize(distinct), os.path.getsize(shared))
+    mp = mount_image(shared)
+    for n, xs in want.items():
+        p = os.path.join(mp, n)
+        assert sorted(os.listxattr(p)) == sorted(k.decode() for k in xs)
+        for k, v in xs.items():
+            assert os.getxattr(p, k) == v, (n, k)
+    r = subprocess.run([cat_tool(), "--walk", shared], capture_output=True)
+    assert r.returncode == 0, r.stderr
+    assert strip_fnv(r.stdout.decode().splitlines()) == \
+        fnv_free_manifest(mp)
+    if shutil.which("unsquashfs") or os.environ.get("CI"):
+        need(shutil.which("unsquashfs"), "unsquashfs missing")
+        d = os.path.join(base, "ool-unsq")
+        r = subprocess.run(["unsquashfs", "-d", d, shared],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert os.getxattr(os.path.join(d, "f3"), "trusted.big") == big
+        shutil.rmtree(d)
+    if shutil.which("rdsquashfs") or os.environ.get("CI"):
+        need(shutil.which("rdsquashfs"), "rdsquashfs missing")
+        r = subprocess.run(["rdsquashfs", "-x", "/f5", shared],
+                           capture_output=True)
+        assert r.returncode == 0, r.stderr
+        assert b"user.big" in r.stdout and b"trusted.big" in r.stdout

@@ -1,0 +1,136 @@
+#!/bin/bash
+# bench/pack.sh: sqfs-lazy-pack against mksquashfs, gensquashfs and
+# tar2sqfs on one real tree, for xz and zstd at 1 and 2 jobs (issue 5).
+#
+#   bench/pack.sh [--build DIR] [--quick] [--out DIR]
+#
+# The tree is a copy of /usr/lib/x86_64-linux-gnu and /usr/share/{doc,
+# locale,man} (about 1.1 GB here; --quick:
+# /usr/share/vim only), made once per run so that package updates cannot
+# change it mid-run; its size and file count go into meta.txt. tar2sqfs
+# reads a pax tar of the same tree made beforehand (not timed). Every tool
+# gets block size 128K and the same compression settings: xz preset 6 with
+# a dictionary of one block and no BCJ filter (every tool's default), zstd
+# level 15 (every tool's default, also given explicitly). Each timed command
+# ends with `sync FILE` (an fsync of the image only), because
+# sqfs-lazy-pack fsyncs before its rename and the others do not.
+# gensquashfs gets -k -x (keep mtimes and xattrs) and every tool writes an
+# export table, so the images hold the same information.
+#
+# sqfs-lazy-pack-tar is our packer reading tar2sqfs's archive (zstd only,
+# to keep the run short).
+#
+# Writes meta.txt, runs.tsv and table.md into
+# bench/results/<UTC stamp>-pack[-quick]/ (or --out DIR).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD=build
+QUICK=0
+OUT=
+while [ $# -gt 0 ]; do
+	case $1 in
+	--build) BUILD=$2; shift 2 ;;
+	--quick) QUICK=1; shift ;;
+	--out) OUT=$2; shift 2 ;;
+	*) echo "usage: $0 [--build DIR] [--quick] [--out DIR]" >&2; exit 2 ;;
+	esac
+done
+PACK=$(realpath "$BUILD/src/pack/sqfs-lazy-pack")
+for t in "$PACK" mksquashfs gensquashfs tar2sqfs tar; do
+	command -v "$t" >/dev/null || { echo "missing: $t" >&2; exit 1; }
+done
+STAMP=$(date -u +%Y%m%dT%H%M%SZ)
+if [ -z "$OUT" ]; then
+	OUT=bench/results/$STAMP-pack
+	[ $QUICK = 1 ] && OUT=$OUT-quick
+fi
+mkdir -p "$OUT"
+OUT=$(realpath "$OUT")
+WORK=$(mktemp -d /var/tmp/lsq-bench-pack.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+
+if [ $QUICK = 1 ]; then
+	SRCS=(/usr/share/vim)
+else
+	SRCS=(/usr/lib/x86_64-linux-gnu /usr/share/doc /usr/share/locale
+	      /usr/share/man)
+fi
+
+echo "== copying ${SRCS[*]}" >&2
+mkdir "$WORK/tree"
+for s in "${SRCS[@]}"; do
+	cp -a "$s" "$WORK/tree/$(basename "$s")"
+done
+TREE=$WORK/tree
+TREE_BYTES=$(du -sb --apparent-size "$TREE" | cut -f1)
+TREE_FILES=$(find "$TREE" -type f | wc -l)
+TREE_ALL=$(find "$TREE" | wc -l)
+echo "== tar for tar2sqfs (not timed)" >&2
+tar -C "$TREE" --format=pax -cf "$WORK/tree.tar" .
+cat "$WORK/tree.tar" >/dev/null   # everything read once: warm page cache
+find "$TREE" -type f -exec cat {} + >/dev/null
+
+{
+	echo "date: $STAMP"
+	echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+	echo "machine: $(nproc) CPUs, $(awk '/MemTotal/ {print int($2/1024) " MiB"}' /proc/meminfo), $(uname -r)"
+	echo "tree: ${SRCS[*]} copied; $TREE_BYTES bytes in $TREE_FILES files ($TREE_ALL entries)"
+	echo "tar: $(stat -c %s "$WORK/tree.tar") bytes"
+	echo "sqfs-lazy-pack: $("$PACK" --version | head -1)"
+	echo "mksquashfs: $(mksquashfs -version 2>&1 | head -1)"
+	echo "gensquashfs: $(gensquashfs --version 2>&1 | head -1)"
+	echo "tar2sqfs: $(tar2sqfs --version 2>&1 | head -1)"
+	echo "uptime before: $(uptime)"
+} >"$OUT/meta.txt"
+cat "$OUT/meta.txt" >&2
+
+printf 'tool\tcomp\tjobs\twall_s\tcpu_s\tbytes\n' >"$OUT/runs.tsv"
+IMG=$WORK/out.sqfs
+TIMEFORMAT='%R %U %S'
+
+run() { # tool comp jobs -- command...
+	local tool=$1 comp=$2 jobs=$3 t wall usr sys
+	shift 4
+	rm -f "$IMG"
+	t=$( { time { "$@" >"$WORK/log" 2>&1 && sync "$IMG"; } ; } 2>&1 ) || {
+		echo "FAILED: $*" >&2
+		cat "$WORK/log" >&2
+		exit 1
+	}
+	read -r wall usr sys <<<"$t"
+	printf '%s\t%s\t%s\t%s\t%.2f\t%s\n' "$tool" "$comp" "$jobs" "$wall" \
+		"$(echo "$usr + $sys" | bc)" "$(stat -c %s "$IMG")" |
+		tee -a "$OUT/runs.tsv" >&2
+	rm -f "$IMG"
+}
+
+for comp in xz zstd; do
+	if [ "$comp" = xz ]; then
+		lvl=6; mks=(); ours=()
+	else
+		lvl=15; mks=(-Xcompression-level 15); ours=(-l 15)
+	fi
+	for j in 1 2; do
+		run sqfs-lazy-pack $comp $j -- "$PACK" -q --force -c $comp \
+			"${ours[@]}" -b 128K -j $j "$TREE" "$IMG"
+		run mksquashfs $comp $j -- mksquashfs "$TREE" "$IMG" -noappend \
+			-quiet -no-progress -comp $comp "${mks[@]}" -b 128K \
+			-processors $j
+		run gensquashfs $comp $j -- gensquashfs -q -f -k -x -e \
+			-c $comp -X level=$lvl -b 131072 -j $j -D "$TREE" "$IMG"
+		run tar2sqfs $comp $j -- sh -c 'exec tar2sqfs -q -f -e -c "$1" \
+			-X level="$2" -b 131072 -j "$3" "$4" <"$5"' sh $comp \
+			$lvl $j "$IMG" "$WORK/tree.tar"
+		if [ "$comp" = zstd ]; then
+			# our tar input on tar2sqfs's archive (zstd only: time)
+			run sqfs-lazy-pack-tar $comp $j -- "$PACK" -q --force \
+				-c $comp "${ours[@]}" -b 128K -j $j \
+				"$WORK/tree.tar" "$IMG"
+		fi
+	done
+done
+echo "uptime after: $(uptime)" >>"$OUT/meta.txt"
+
+python3 bench/pack_report.py "$OUT"
+echo "results: $OUT" >&2

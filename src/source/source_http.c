@@ -159,6 +159,7 @@ int lsq_source_http_get_stats(const struct lsq_source *src,
 #define LSQ_HTTP_STREAMS 8             /* sequential streams tracked */
 #define LSQ_HTTP_RA_SLACK (512u * 1024u) /* reordering a stream tolerates */
 #define LSQ_HTTP_MAX_PREFETCH 4        /* prefetch workers at most */
+#define LSQ_HTTP_RA_JUDGE (8u * 1024u * 1024u) /* readahead checked per */
 #define LSQ_HTTP_BACKOFF_BASE 0.2      /* seconds, doubled per retry */
 #define LSQ_HTTP_BACKOFF_MAX 8.0
 #define LSQ_HTTP_RETRY_AFTER_MAX 30.0
@@ -209,7 +210,11 @@ struct stream {
 	uint64_t ahead;      /* bytes to keep loading past end (grows when
 			      * the reader catches up with the loads) */
 	uint64_t stamp;
-	bool confirmed;      /* a read continued it exactly */
+	bool confirmed;      /* reads continued it exactly: read ahead */
+	uint64_t run;        /* bytes of the current run of exact reads */
+	uint64_t need_run;   /* run that confirms it (grows when demoted) */
+	uint64_t spec_bytes; /* fetched ahead for it since the last check */
+	uint64_t spec_used;  /* bytes of its reads served from those */
 };
 
 struct http_source {
@@ -238,6 +243,7 @@ struct http_source {
 	uint64_t ra_bytes;         /* bytes of unpinned chunks */
 	uint64_t ra_limit;
 	struct stream streams[LSQ_HTTP_STREAMS];
+	uint64_t need_run;         /* exact run confirming a new stream */
 	uint64_t clock;
 
 	/* prefetch workers (started on the first sequential stream) */
@@ -1178,6 +1184,10 @@ static struct stream *stream_advance(struct http_source *hs, uint64_t off,
 		    off <= s->end + LSQ_HTTP_RA_SLACK) {
 			*exact = off == s->end;
 			if (*exact)
+				s->run += len;
+			else if (off > s->end)
+				s->run = 0;  /* skipped bytes: not sequential */
+			if (s->run >= s->need_run)
 				s->confirmed = true;
 			if (off + len > s->end)
 				s->end = off + len;
@@ -1194,7 +1204,47 @@ static struct stream *stream_advance(struct http_source *hs, uint64_t off,
 				 ? hs->opt.readahead : LSQ_HTTP_RA_START;
 	oldest->ahead = hs->opt.readahead;
 	oldest->confirmed = false;
+	oldest->run = 0;
+	oldest->need_run = hs->need_run;
+	oldest->spec_bytes = oldest->spec_used = 0;
 	return NULL;
+}
+
+/* Whether reading ahead pays for this stream (hs->mu held). Every
+ * LSQ_HTTP_RA_JUDGE bytes fetched ahead (more for a long reach), compare
+ * them with what the reader took from them, allowing for what is still
+ * ahead of it: a reader that skips (files picked out of a directory,
+ * blocks in image order with gaps between) leaves most of it unread.
+ * Then the stream is demoted and it, and every stream started after, must
+ * show a longer run of exact reads to be confirmed; a stream that pays
+ * halves that run again. */
+static bool worth_reading_ahead(struct http_source *hs, struct stream *s)
+{
+	uint64_t span = 4 * s->ahead;
+	bool ok;
+
+	if (span < LSQ_HTTP_RA_JUDGE)
+		span = LSQ_HTTP_RA_JUDGE;
+	if (s->spec_bytes < span)
+		return true;
+	ok = (s->spec_used + s->ahead) * 4 >= s->spec_bytes * 3;
+	s->spec_bytes = s->spec_used = 0;
+	/* what is learnt holds for the streams this reader starts next */
+	if (ok) {
+		hs->need_run /= 2;
+		return true;
+	}
+	hs->need_run = hs->need_run ? 2 * hs->need_run
+				    : LSQ_HTTP_RA_START * 8;
+	if (hs->need_run > LSQ_HTTP_RA_JUDGE)
+		hs->need_run = LSQ_HTTP_RA_JUDGE;
+	s->confirmed = false;
+	s->run = 0;
+	s->need_run = hs->need_run;
+	s->window = hs->opt.readahead < LSQ_HTTP_RA_START
+			    ? hs->opt.readahead : LSQ_HTTP_RA_START;
+	s->ahead = hs->opt.readahead;
+	return false;
 }
 
 static void grow_window(struct http_source *hs, struct stream *s)
@@ -1271,6 +1321,7 @@ static void schedule_ahead(struct http_source *hs, struct stream *s)
 		hs->queue_tail = c;
 		hs->prefetch_inflight++;
 		s->fetched_to = start + n;
+		s->spec_bytes += n;
 		grow_window(hs, s);
 		pthread_cond_signal(&hs->queue_cv);
 	}
@@ -1342,6 +1393,10 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 				s = stream_advance(hs, offset, len, &exact);
 				if (s && !s->confirmed)
 					s = NULL;
+				if (s)
+					s->spec_used += len;
+				if (s && !worth_reading_ahead(hs, s))
+					s = NULL;
 				if (s && waited)
 					reach_further(hs, s);
 				if (s && start_prefetchers(hs))
@@ -1364,7 +1419,7 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 	c = NULL;
 	if (hs->opt.readahead) {
 		s = stream_advance(hs, offset, len, &exact);
-		if (s && !s->confirmed)
+		if (s && (!s->confirmed || !worth_reading_ahead(hs, s)))
 			s = NULL;
 		if (s && exact) {
 			reach_further(hs, s);
@@ -1377,6 +1432,7 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 					      false);
 			if (c) {
 				c->refs = 1;
+				s->spec_bytes += ra;
 				if (s->fetched_to < offset + len + ra)
 					s->fetched_to = offset + len + ra;
 				grow_window(hs, s);

@@ -20,10 +20,12 @@
  *  - transient faults are retried with exponential backoff and jitter,
  *    rotating through the mirrors; a read that still fails logs one line.
  *
- * Threads: up to LSQ_HTTP_MAX_PREFETCH prefetch workers, started with
- * the first sequential stream. Easy handles come from a small pool (mutex
- * + condvar); no lock is held across a transfer. libcurl types stay in
- * this file.
+ * Threads: none until lsq_source_http_allow_threads() (the daemon calls
+ * it after forking); then the transfer engine (one thread driving a multi
+ * handle, so requests multiplex over HTTP/2) and, with the first
+ * sequential stream, up to LSQ_HTTP_MAX_PREFETCH prefetch workers. Easy
+ * handles come from a small pool (mutex + condvar); no lock of ours is
+ * held across a transfer. libcurl types stay in this file.
  */
 #include <ctype.h>
 #include <errno.h>

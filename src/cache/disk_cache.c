@@ -261,7 +261,37 @@ static bool all_zero(const uint8_t *p, size_t n)
 	return true;
 }
 
-static int pread_full(int fd, void *buf, size_t len, uint64_t off);
+/* pread/pwrite until len bytes moved: both persist through short
+ * transfers and EINTR; a zero-length transfer (end of file) is an error. */
+static int full_io(int fd, void *buf, size_t len, uint64_t off, bool write)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = write ? pwrite(fd, p, len, (off_t)off)
+				  : pread(fd, p, len, (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return LSQ_ERR_IO;
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return LSQ_OK;
+}
+
+static int pread_full(int fd, void *buf, size_t len, uint64_t off)
+{
+	return full_io(fd, buf, len, off, false);
+}
+
+static int pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
+{
+	return full_io(fd, (void *)buf, len, off, true);
+}
+
 
 /* Free [off, off+len) whole blocks at a time. A hole punched only inside
  * the range would leave its edge blocks allocated for good (zeroed, but
@@ -298,48 +328,13 @@ static void punch(struct lsq_disk_cache *dc, uint64_t off, uint64_t len)
 		return;
 	}
 	if (head && !all_zero(edge, head) &&
-	    pwrite(dc->data_fd, edge, head, (off_t)start) < 0)
+	    pwrite_full(dc->data_fd, edge, head, start) != LSQ_OK)
 		atomic_store(&dc->disabled, true);
 	if (tail && !all_zero(edge + dc->blksize, tail) &&
-	    pwrite(dc->data_fd, edge + dc->blksize, tail, (off_t)(off + len)) < 0)
+	    pwrite_full(dc->data_fd, edge + dc->blksize, tail, off + len) !=
+		    LSQ_OK)
 		atomic_store(&dc->disabled, true);
 	free(edge);
-}
-
-static int pread_full(int fd, void *buf, size_t len, uint64_t off)
-{
-	uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = pread(fd, p, len, (off_t)off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return LSQ_ERR_IO;
-		p += n;
-		len -= (size_t)n;
-		off += (uint64_t)n;
-	}
-	return LSQ_OK;
-}
-
-static int pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
-{
-	const uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = pwrite(fd, p, len, (off_t)off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return LSQ_ERR_IO;
-		p += n;
-		len -= (size_t)n;
-		off += (uint64_t)n;
-	}
-	return LSQ_OK;
 }
 
 /* ---- lookups and stores ---- */

@@ -39,6 +39,7 @@
 #include "common/url.h"
 #include "fuse/mount.h"
 #include "fuse/options.h"
+#include "fuse/request_loop.h"
 #include "fuse/stats.h"
 #include "lsq/error.h"
 #include "lsq/source.h"
@@ -227,8 +228,10 @@ static void log_from_fuse(enum fuse_log_level level, const char *fmt,
 	lsq_log(lvl, "%s", line);
 }
 
-static int run_loop(struct fuse_session *se,
-		    const struct lsq_mount_options *opt)
+/* busy_poll=0 keeps libfuse's loops, where every worker sleeps in
+ * read(/dev/fuse); ours needs a spin to pay off (request_loop.c). */
+static int run_libfuse_loop(struct fuse_session *se,
+			    const struct lsq_mount_options *opt)
 {
 	struct fuse_loop_config *cfg;
 	int ret;
@@ -244,6 +247,21 @@ static int run_loop(struct fuse_session *se,
 	ret = fuse_session_loop_mt(se, cfg);
 	fuse_loop_cfg_destroy(cfg);
 	return ret;
+}
+
+static int run_loop(struct fuse_session *se, struct lsq_mount *m,
+		    const struct lsq_mount_options *opt)
+{
+	struct lsq_request_loop_options lo = {
+		.max_threads = opt->single_thread ? 1 : opt->threads,
+		.busy_poll_us = opt->busy_poll_us,
+		.answer_inline = lsq_fuse_answers_inline,
+		.ctx = m,
+	};
+
+	if (opt->busy_poll_us == 0)
+		return run_libfuse_loop(se, opt);
+	return lsq_request_loop_run(se, &lo);
 }
 
 static int open_image_named(const struct lsq_mount_options *opt,
@@ -366,6 +384,7 @@ static int run_mount(struct lsq_mount_options *opt)
 	if (open_image(opt, &m.img))
 		goto out_destroy;
 	m.root = lsq_image_root(m.img);
+	m.local_image = !lsq_source_is_url(opt->image);
 
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_destroy;
@@ -392,7 +411,7 @@ static int run_mount(struct lsq_mount_options *opt)
 	ready.shown_image = shown ? shown : "the image";
 	start_ready_notifier(&ready);
 	lsq_debug("%s: serving requests", opt->mountpoint);
-	ret = run_loop(se, opt);
+	ret = run_loop(se, &m, opt);
 	atomic_store(&ready.stop, true);
 	lsq_sd_notify("STOPPING=1\nSTATUS=unmounting");
 	lsq_info("%s: unmounting", opt->mountpoint);

@@ -34,6 +34,8 @@ struct lsq_mount {
 	double attr_timeout;
 	unsigned max_read;      /* -o max_read, 0 when not given */
 	struct fuse_session *se; /* set by the daemon before the loop runs */
+	/* a local file: a metadata miss is a pread, never a network wait */
+	bool local_image;
 	struct lsq_page_store page_store; /* initialised in init */
 	/* set once in init, before any other request */
 	bool zero_open;         /* answer open with ENOSYS (no open/release) */
@@ -49,5 +51,9 @@ struct lsq_mount {
 };
 
 extern const struct fuse_lowlevel_ops lsq_fuse_ops;
+
+/* lsq_request_loop_options.answer_inline: requests answered from memory,
+ * which the loop's reader may answer itself. ctx is the struct lsq_mount. */
+bool lsq_fuse_answers_inline(void *ctx, uint32_t opcode);
 
 #endif

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/fuse.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -615,6 +616,36 @@ out:
 	if (err)
 		lsq_reply_err(req, err);
 	free(buf);
+}
+
+bool lsq_fuse_answers_inline(void *ctx, uint32_t opcode)
+{
+	const struct lsq_mount *m = ctx;
+
+	switch (opcode) {
+	case FUSE_LOOKUP:
+	case FUSE_FORGET:
+	case FUSE_BATCH_FORGET:
+	case FUSE_GETATTR:
+	case FUSE_READLINK:
+	case FUSE_OPEN:
+	case FUSE_OPENDIR:
+	case FUSE_RELEASE:
+	case FUSE_RELEASEDIR:
+	case FUSE_READDIR:
+	case FUSE_READDIRPLUS:
+	case FUSE_GETXATTR:
+	case FUSE_LISTXATTR:
+	case FUSE_STATFS:
+	case FUSE_ACCESS:
+	case FUSE_FLUSH:
+	case FUSE_INTERRUPT:
+		/* Metadata: from memory, or from a local file's page cache. */
+		return m->local_image || lsq_image_metadata_pinned(m->img);
+	default:
+		/* Reads decompress, and may fetch: another thread reads on. */
+		return false;
+	}
 }
 
 const struct fuse_lowlevel_ops lsq_fuse_ops = {

@@ -61,6 +61,11 @@ unsigned lsq_default_threads(void)
 	return n > LSQ_MAX_THREADS ? LSQ_MAX_THREADS : (unsigned)n;
 }
 
+unsigned lsq_default_busy_poll_us(void)
+{
+	return sysconf(_SC_NPROCESSORS_ONLN) > 1 ? LSQ_DEFAULT_BUSY_POLL_US : 0;
+}
+
 static int bad_value(const char *name, const char *value, const char *expect)
 {
 	lsq_err_log("invalid value '%s' for -o %s (expected %s)", value, name,
@@ -227,6 +232,12 @@ static int parse_item(struct lsq_mount_options *opt, char *item,
 		err = parse_uint(name, value, 1, LSQ_MAX_THREADS, &v);
 		if (!err)
 			opt->threads = (unsigned)v;
+		return err;
+	} else if (IS("busy_poll")) {
+		NEED_VALUE();
+		err = parse_uint(name, value, 0, LSQ_MAX_BUSY_POLL_US, &v);
+		if (!err)
+			opt->busy_poll_us = (unsigned)v;
 		return err;
 	} else if (IS("decomp")) {
 		NEED_VALUE();
@@ -536,6 +547,7 @@ int lsq_mount_options_parse(struct lsq_mount_options *opt, int argc,
 	memset(opt, 0, sizeof(*opt));
 	opt->mode = LSQ_MODE_MOUNT;
 	opt->threads = lsq_default_threads();
+	opt->busy_poll_us = lsq_default_busy_poll_us();
 	opt->entry_timeout = LSQ_DEFAULT_TIMEOUT;
 	opt->attr_timeout = LSQ_DEFAULT_TIMEOUT;
 	lsq_image_options_default(&opt->image_opts);
@@ -707,6 +719,10 @@ void lsq_mount_options_help(FILE *out)
 "  offset=SIZE             the image starts at byte SIZE of IMAGE (default 0)\n"
 "  threads=N               at most N request threads, 1..%u (default %u per\n"
 "                          CPU, at least 8: here %u)\n"
+"  busy_poll=USEC          the request reader spins up to USEC microseconds\n"
+"                          for the next request before it sleeps, adapting\n"
+"                          to the load; 0: libfuse's loop, where every thread\n"
+"                          sleeps in read (default %u, 0 on one CPU)\n"
 "  decomp=single|percpu|N  decompression contexts (default %s)\n"
 "  metadata_cache=SIZE     decompressed metadata cache (default %s)\n"
 "  data_cache=SIZE         decompressed data block cache (default %s)\n"
@@ -723,7 +739,13 @@ void lsq_mount_options_help(FILE *out)
 "  dev, nodev              honour device files (default nodev)\n"
 "  suid, nosuid            honour set-user/group-id bits (default nosuid)\n"
 "  ro                      accepted; the mount is always read-only\n"
-"  debug                   same as -d\n"
+"  debug                   same as -d\n",
+		LSQ_MAX_THREADS, LSQ_THREADS_PER_CPU, lsq_default_threads(),
+		LSQ_DEFAULT_BUSY_POLL_US, decomp, meta, data,
+		d.fragment_cache_blocks, bc, csize, LSQ_DEFAULT_TIMEOUT,
+		LSQ_DEFAULT_TIMEOUT);
+	/* two parts: C99 promises string literals of 4095 bytes only */
+	fprintf(out,
 "\n"
 "Options for http:// and https:// images (docs/http-source.md):\n"
 "  max_connections=N       parallel connections/requests, 1..%u (default %u)\n"
@@ -757,10 +779,7 @@ void lsq_mount_options_help(FILE *out)
 "SIZE is decimal or 0x hex with an optional K, M, G or T suffix (powers of\n"
 "1024). SIGUSR1 logs the counters; SIGTERM, SIGINT or fusermount3 -u\n"
 "unmount.\n",
-		LSQ_MAX_THREADS, LSQ_THREADS_PER_CPU, lsq_default_threads(),
-		decomp, meta, data,
-		d.fragment_cache_blocks, bc, csize, LSQ_DEFAULT_TIMEOUT,
-		LSQ_DEFAULT_TIMEOUT, LSQ_MAX_HTTP_CONNECTIONS,
+		LSQ_MAX_HTTP_CONNECTIONS,
 		h.max_connections, h.retries, h.connect_timeout, h.timeout,
 		ra, LSQ_HTTP_MAX_MIRRORS);
 }

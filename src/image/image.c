@@ -393,3 +393,8 @@ void lsq_image_get_stats(const struct lsq_image *img,
 		out->http_in_flight = hs.in_flight;
 	}
 }
+
+bool lsq_image_metadata_pinned(const struct lsq_image *img)
+{
+	return lsq_source_cache_metadata_pinned(img->src);
+}

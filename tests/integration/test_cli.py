@@ -96,6 +96,19 @@ def wait_gone(mnt, pid):
         "daemon %d still running after unmount" % pid
 
 
+def cpu_seconds(pid):
+    """User plus system CPU time of a process so far."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def stats_request(mnt):
+    """One request that always reaches the daemon: the kernel caches no
+    xattrs, and the stats xattr is answered from memory."""
+    return os.getxattr(mnt, "user.sqfs-lazy.stats")
+
+
 # --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("opt", ["--help", "--version"])
@@ -137,10 +150,16 @@ def test_sigterm_daemon(small_image, mnt):
     wait_gone(mnt, pid)
 
 
+# The request loops: ours with its spinning reader (the default), libfuse's
+# multi-threaded loop (busy_poll=0), and ours with one thread (-s).
+LOOPS = {"spin": [], "libfuse": ["-o", "busy_poll=0"], "single": ["-s"]}
+
+
+@pytest.mark.parametrize("loop", sorted(LOOPS))
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "fusermount3"])
-def test_foreground_unmount(small_image, mnt, how, tmp_path):
-    cmd = util.daemon_base_cmd() + ["-f", util.image_source(small_image),
-                                    mnt]
+def test_foreground_unmount(small_image, mnt, how, loop, tmp_path):
+    cmd = util.daemon_base_cmd() + ["-f"] + LOOPS[loop] + [
+        util.image_source(small_image), mnt]
     log = open(tmp_path / "stderr", "wb")
     p = subprocess.Popen(cmd, stdout=log, stderr=log,
                          stdin=subprocess.DEVNULL)
@@ -320,3 +339,36 @@ def test_missing_arguments():
     r = daemon(timeout=20)
     assert r.returncode != 0
     assert r.stderr.strip() or r.stdout.strip()
+
+
+def test_busy_poll_spins_only_under_load(small_image, mnt):
+    """The request reader spins for the next request only while requests
+    come close together (src/fuse/request_loop.c): with a 5 ms spin and a
+    request every 20 ms, a reader that kept spinning would burn a quarter
+    of a CPU; after a burst, an idle mount burns nothing."""
+    r = daemon("-o", "busy_poll=5000", util.image_source(small_image), mnt)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    pid = find_daemon(mnt)
+
+    end = time.monotonic() + 1.0
+    n = 0
+    while time.monotonic() < end:
+        assert b"source_reads" in stats_request(mnt)
+        n += 1
+    assert n > 100, "only %d requests answered in 1 s" % n
+
+    time.sleep(0.2)
+    before = cpu_seconds(pid)
+    time.sleep(2.0)
+    idle = cpu_seconds(pid) - before
+    assert idle < 0.1, "idle mount used %.2f s of CPU in 2 s" % idle
+
+    before = cpu_seconds(pid)
+    for _ in range(100):
+        stats_request(mnt)
+        time.sleep(0.02)
+    sparse = cpu_seconds(pid) - before
+    # Spinning 5 ms after each of them would be 0.5 s.
+    assert sparse < 0.2, \
+        "100 requests 20 ms apart cost %.2f s of daemon CPU" % sparse
+    check_contents(mnt)

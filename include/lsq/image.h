@@ -186,6 +186,10 @@ struct lsq_image_stats {
 void lsq_image_get_stats(const struct lsq_image *img,
 			 struct lsq_image_stats *out);
 
+/* True once every metadata read is served from memory (the source's pinned
+ * metadata region is loaded), so a lookup cannot wait for I/O. Lock-free. */
+bool lsq_image_metadata_pinned(const struct lsq_image *img);
+
 #ifdef __cplusplus
 }
 #endif

@@ -14,6 +14,7 @@
 #define LSQ_SOURCE_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,6 +55,9 @@ struct lsq_source {
 	 * validator), for persistent caches; NULL when the source cannot
 	 * tell (no validator). Owned, malloc'd, freed by destroy. */
 	char *identity;
+	/* Reads ahead of sequential readers, so it wants run-end hints
+	 * (lsq_source_hint_run_end); a caching layer copies its inner's. */
+	bool reads_ahead;
 	struct lsq_source_stats stats;
 };
 
@@ -63,6 +67,15 @@ int lsq_source_read_at(struct lsq_source *src, void *buf, size_t len,
 
 /* Hint; no-op for sources without advise. */
 void lsq_source_advise(struct lsq_source *src, uint64_t offset, uint64_t len);
+
+/* Run-end hint, per thread: the reads this thread makes until the hint is
+ * cleared (end 0) belong to a run of data (a file's blocks) that ends at
+ * image offset end, so a source that reads ahead (reads_ahead) should not
+ * read past it: the bytes there belong to other files. The image sets it
+ * around the data block loads of a file. */
+void lsq_source_hint_run_end(uint64_t end);
+/* The calling thread's hint; 0 when none. */
+uint64_t lsq_source_run_end(void);
 
 /* Destroy a source; NULL is ignored. */
 void lsq_source_destroy(struct lsq_source *src);
@@ -113,6 +126,10 @@ int lsq_source_cache_wrap(struct lsq_source *inner,
 /* LSQ_ERR_INVALID unless src is a caching layer. Thread-safe. */
 int lsq_source_cache_get_stats(const struct lsq_source *src,
 			       struct lsq_cache_stats *out);
+
+/* Whether every metadata read of src is now served from memory: src is a
+ * caching layer whose pinned metadata region has been loaded. Lock-free. */
+bool lsq_source_cache_metadata_pinned(const struct lsq_source *src);
 
 /* The source under a caching layer, or src itself. */
 const struct lsq_source *lsq_source_unwrap(const struct lsq_source *src);

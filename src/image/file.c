@@ -267,6 +267,64 @@ int lsq_file_read(struct lsq_image *img, const struct lsq_inode *file,
 	return LSQ_OK;
 }
 
+/* The size words of a file's blocks, taken from its block list in order.
+ * For a source that reads ahead they are read well ahead of the block being
+ * loaded, so the run-end hint can tell it where the file's data stops, or
+ * at least that it goes on for WORD_REFILL more blocks. */
+#define WORD_WINDOW 256u
+#define WORD_REFILL 128u
+
+struct size_words {
+	struct meta_cursor *cur; /* at the word of block next_index */
+	uint32_t next_index;
+	uint32_t nblocks;
+	bool lookahead;
+	uint32_t head, count;    /* buffered: w[head .. head + count) */
+	uint64_t ahead_bytes;    /* on-disk bytes of the buffered blocks */
+	uint32_t w[WORD_WINDOW];
+};
+
+static int words_fill(struct lsq_image *img, struct size_words *sw)
+{
+	uint8_t raw[4 * WORD_WINDOW];
+	uint32_t n, want = sw->lookahead ? WORD_WINDOW : 1;
+	int ret;
+
+	if (sw->count >= (sw->lookahead ? WORD_REFILL : 1))
+		return LSQ_OK;
+	memmove(sw->w, sw->w + sw->head, 4 * (size_t)sw->count);
+	sw->head = 0;
+	n = want - sw->count;
+	if (n > sw->nblocks - sw->next_index)
+		n = sw->nblocks - sw->next_index;
+	ret = lsq_meta_read(img, sw->cur, raw, 4 * (size_t)n);
+	if (ret)
+		return ret;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t word = lsq_le32(raw + 4 * i);
+
+		sw->w[sw->count++] = word;
+		sw->ahead_bytes += SQUASHFS_BLOCK_ONDISK_SIZE(word);
+	}
+	sw->next_index += n;
+	return LSQ_OK;
+}
+
+static int words_next(struct lsq_image *img, struct size_words *sw,
+		      uint32_t *word)
+{
+	int ret = words_fill(img, sw);
+
+	if (ret)
+		return ret;
+	if (sw->count == 0)  /* the caller asked past nblocks */
+		return LSQ_ERR_CORRUPT;
+	*word = sw->w[sw->head++];
+	sw->count--;
+	sw->ahead_bytes -= SQUASHFS_BLOCK_ONDISK_SIZE(*word);
+	return LSQ_OK;
+}
+
 /* Copy [offset, end) of the file to dst; cur is the caller's. */
 static int read_blocks(struct lsq_image *img, const struct lsq_inode *file,
 		       uint8_t *dst, uint64_t offset, uint64_t end,
@@ -275,6 +333,11 @@ static int read_blocks(struct lsq_image *img, const struct lsq_inode *file,
 	uint64_t bs = img->sb.block_size;
 	uint64_t data_offset = 0;
 	uint32_t index, nblocks = file->priv.e;
+	struct size_words sw = {
+		.cur = cur,
+		.nblocks = nblocks,
+		.lookahead = img->src->reads_ahead,
+	};
 	bool positioned = false;
 	int ret;
 
@@ -296,7 +359,6 @@ static int read_blocks(struct lsq_image *img, const struct lsq_inode *file,
 			if (ret)
 				return ret;
 		} else {
-			uint8_t w[4];
 			uint32_t word;
 
 			if (!positioned) {
@@ -304,22 +366,29 @@ static int read_blocks(struct lsq_image *img, const struct lsq_inode *file,
 						      &data_offset);
 				if (ret)
 					return ret;
+				sw.next_index = index;
 				positioned = true;
 			}
-			ret = lsq_meta_read(img, cur, w, 4);
+			ret = words_next(img, &sw, &word);
 			if (ret)
 				return ret;
-			word = lsq_le32(w);
 			if (SQUASHFS_BLOCK_ONDISK_SIZE(word) == 0) {
 				memset(dst, 0, n); /* sparse block */
 			} else {
 				struct data_load dl = { img, word, (size_t)bs };
 				struct lsq_block *blk;
 
+				if (sw.lookahead)
+					lsq_source_hint_run_end(
+						data_offset +
+						SQUASHFS_BLOCK_ONDISK_SIZE(word) +
+						sw.ahead_bytes);
 				ret = lsq_block_cache_get_with(img->data_cache,
 							       data_offset,
 							       data_loader, &dl,
 							       &blk);
+				if (sw.lookahead)
+					lsq_source_hint_run_end(0);
 				if (ret)
 					return ret;
 				if (blk->size < block_len) {

@@ -41,3 +41,15 @@ void lsq_source_destroy(struct lsq_source *src)
 		src->ops->destroy(src);
 	}
 }
+
+static _Thread_local uint64_t run_end_hint;
+
+void lsq_source_hint_run_end(uint64_t end)
+{
+	run_end_hint = end;
+}
+
+uint64_t lsq_source_run_end(void)
+{
+	return run_end_hint;
+}

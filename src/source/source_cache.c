@@ -224,6 +224,7 @@ int lsq_source_cache_wrap(struct lsq_source *inner,
 		return LSQ_ERR_NOMEM;
 	cs->base.ops = &cache_ops;
 	cs->base.size = inner->size;
+	cs->base.reads_ahead = inner->reads_ahead;
 	cs->base.name = strdup(inner->name ? inner->name : "");
 	if (!cs->base.name) {
 		free(cs);

@@ -217,6 +217,9 @@ struct stream {
 	uint64_t need_run;   /* run that confirms it (grows when demoted) */
 	uint64_t spec_bytes; /* fetched ahead for it since the last check */
 	uint64_t spec_used;  /* bytes of its reads served from those */
+	uint64_t limit;      /* no reading ahead from here on: the end of
+			      * the file the reader is in, from the image's
+			      * run-end hint; UINT64_MAX when not known */
 };
 
 struct http_source {
@@ -1209,6 +1212,7 @@ static struct stream *stream_advance(struct http_source *hs, uint64_t off,
 	oldest->run = 0;
 	oldest->need_run = hs->need_run;
 	oldest->spec_bytes = oldest->spec_used = 0;
+	oldest->limit = UINT64_MAX;
 	return NULL;
 }
 
@@ -1220,6 +1224,24 @@ static struct stream *stream_advance(struct http_source *hs, uint64_t off,
  * Then the stream is demoted and it, and every stream started after, must
  * show a longer run of exact reads to be confirmed; a stream that pays
  * halves that run again. */
+/* What the reader's thread said of the file it reads: readahead stays in
+ * it. Without a hint (fragments, tables, other users) image order it is. */
+static void stream_take_hint(struct stream *s, uint64_t offset)
+{
+	uint64_t end = lsq_source_run_end();
+
+	s->limit = end > offset ? end : UINT64_MAX;
+}
+
+/* Readahead wanted for s from start on, at most n: none past its limit. */
+static uint64_t within_limit(const struct stream *s, uint64_t start,
+			     uint64_t n)
+{
+	if (start >= s->limit)
+		return 0;
+	return n < s->limit - start ? n : s->limit - start;
+}
+
 static bool worth_reading_ahead(struct http_source *hs, struct stream *s)
 {
 	uint64_t span = 4 * s->ahead;
@@ -1301,6 +1323,9 @@ static void schedule_ahead(struct http_source *hs, struct stream *s)
 			return;
 		if (n > size - start)
 			n = size - start;
+		n = within_limit(s, start, n);
+		if (n == 0)
+			return;
 		n = trim_to_next_chunk(hs, start, n);
 		if (n == 0) {  /* held or loading already: look past it */
 			c = find_cover(hs, start, 1);
@@ -1393,6 +1418,8 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 			}
 			if (!c->pinned && hs->opt.readahead) {
 				s = stream_advance(hs, offset, len, &exact);
+				if (s)
+					stream_take_hint(s, offset);
 				if (s && !s->confirmed)
 					s = NULL;
 				if (s)
@@ -1421,6 +1448,8 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 	c = NULL;
 	if (hs->opt.readahead) {
 		s = stream_advance(hs, offset, len, &exact);
+		if (s)
+			stream_take_hint(s, offset);
 		if (s && (!s->confirmed || !worth_reading_ahead(hs, s)))
 			s = NULL;
 		if (s && exact) {
@@ -1428,6 +1457,7 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 			ra = s->window;
 			if (ra > src->size - offset - len)
 				ra = src->size - offset - len;
+			ra = within_limit(s, offset + len, ra);
 			ra = trim_to_next_chunk(hs, offset + len, ra);
 			if (ra && make_room(hs, len + ra, s))
 				c = chunk_new(hs, offset, (size_t)(len + ra),
@@ -1873,6 +1903,7 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		pthread_mutex_init(&hs->share_locks[i], NULL);
 	hs->base.ops = &http_ops;
+	hs->base.reads_ahead = hs->opt.readahead > 0;
 	hs->base.name = lsq_url_redact(url);  /* shown in messages */
 	hs->free_handles = calloc(hs->opt.max_connections,
 				  sizeof(*hs->free_handles));

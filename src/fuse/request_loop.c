@@ -23,7 +23,10 @@
  * burst from many callers spreads over the threads.
  *
  * Followers wait on a condition variable, never on /dev/fuse: then a new
- * request wakes nobody while the leader spins.
+ * request wakes nobody while the leader spins. The leader spins only while
+ * no other thread is answering a request: those need the CPUs (a
+ * sequential reader keeps several threads decompressing), and the requests
+ * they answer are not waiting to be read.
  */
 #include "fuse/request_loop.h"
 
@@ -35,6 +38,7 @@
 #include <linux/fuse.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -57,6 +61,7 @@ struct request_loop {
 	uint64_t spin_max_ns;
 	uint64_t spin_ns;       /* the current spin; only the leader uses it */
 	atomic_bool stopping;
+	atomic_uint busy;       /* threads answering a request they handed off */
 	sem_t ended;            /* posted when a worker sees the session end */
 
 	pthread_mutex_t mu;
@@ -77,14 +82,6 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
 
 static void *worker_main(void *arg);
 
@@ -193,8 +190,12 @@ static int next_request(struct request_loop *lp, struct fuse_buf *buf,
 		*queued = false;
 		if (!start)
 			start = now_ns();
-		if (!slept && now_ns() - start < lp->spin_ns) {
-			cpu_relax();
+		if (!slept && now_ns() - start < lp->spin_ns &&
+		    atomic_load_explicit(&lp->busy, memory_order_relaxed) == 0) {
+			/* Like haltpoll, spin only on a CPU nobody else wants:
+			 * a spinner that kept its CPU from a runnable task
+			 * would delay the very caller it waits for. */
+			sched_yield();
 			continue;
 		}
 		slept = true;
@@ -235,10 +236,15 @@ static void *worker_main(void *arg)
 			break;
 		}
 		if (queued || !may_answer_inline(lp, &buf, (size_t)res)) {
+			atomic_fetch_add_explicit(&lp->busy, 1,
+						  memory_order_relaxed);
 			leave_seat(lp);
 			leader = false;
 		}
 		fuse_session_process_buf(lp->se, &buf);
+		if (!leader)
+			atomic_fetch_sub_explicit(&lp->busy, 1,
+						  memory_order_relaxed);
 	}
 	free(buf.mem);
 	return NULL;
@@ -285,6 +291,7 @@ int lsq_request_loop_run(struct fuse_session *se,
 		return ret ? ret : -EIO;
 	}
 	atomic_init(&lp.stopping, false);
+	atomic_init(&lp.busy, 0);
 	sem_init(&lp.ended, 0, 0);
 	pthread_mutex_init(&lp.mu, NULL);
 	pthread_cond_init(&lp.seat_free, NULL);

@@ -274,7 +274,8 @@ int lsq_request_loop_run(struct fuse_session *se,
 	};
 	sigset_t old;
 	int flags, ret;
-	unsigned i;
+	bool started;
+	unsigned i, n;
 
 	if (lp.opt.max_threads == 0)
 		lp.opt.max_threads = 1;
@@ -299,9 +300,10 @@ int lsq_request_loop_run(struct fuse_session *se,
 	block_stop_signals(&old);
 	pthread_mutex_lock(&lp.mu);
 	spawn_worker_locked(&lp);
+	started = lp.nthreads > 0;  /* under mu: workers start others */
 	pthread_mutex_unlock(&lp.mu);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (lp.nthreads == 0) {
+	if (!started) {
 		ret = -EAGAIN;
 		goto out;
 	}
@@ -323,7 +325,10 @@ int lsq_request_loop_run(struct fuse_session *se,
 	pthread_cond_broadcast(&lp.seat_free);
 	pthread_mutex_unlock(&lp.mu);
 	/* No thread starts once stopping is set, so nthreads is final. */
-	for (i = 0; i < lp.nthreads; i++)
+	pthread_mutex_lock(&lp.mu);
+	n = lp.nthreads;
+	pthread_mutex_unlock(&lp.mu);
+	for (i = 0; i < n; i++)
 		pthread_join(lp.threads[i], NULL);
 	ret = lp.error;
 

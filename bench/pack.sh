@@ -2,7 +2,13 @@
 # bench/pack.sh: sqfs-lazy-pack against mksquashfs, gensquashfs and
 # tar2sqfs on one real tree, for xz and zstd at 1 and 2 jobs (issue 5).
 #
-#   bench/pack.sh [--build DIR] [--quick] [--out DIR]
+#   bench/pack.sh [--build DIR] [--quick] [--out DIR] [--tools LIST]
+#                 [--comps LIST]
+#
+# --tools: comma-separated subset of sqfs-lazy-pack, sqfs-lazy-pack-tar,
+# mksquashfs, gensquashfs, tar2sqfs (default: all); e.g. --tools
+# sqfs-lazy-pack,mksquashfs for a shorter comparison. --comps: subset of
+# xz, zstd (default: both). The tar is made only for the tools that read it.
 #
 # The tree is a copy of /usr/lib/x86_64-linux-gnu and /usr/share/{doc,
 # locale,man} (about 1.1 GB here; --quick:
@@ -28,16 +34,57 @@ cd "$(dirname "$0")/.."
 BUILD=build
 QUICK=0
 OUT=
+ALL_TOOLS=sqfs-lazy-pack,sqfs-lazy-pack-tar,mksquashfs,gensquashfs,tar2sqfs
+TOOLS=$ALL_TOOLS
+COMPS=xz,zstd
+usage() {
+	echo "usage: $0 [--build DIR] [--quick] [--out DIR] [--tools LIST]" \
+		"[--comps LIST]" >&2
+	echo "  tools: $ALL_TOOLS; comps: xz,zstd" >&2
+	exit 2
+}
 while [ $# -gt 0 ]; do
 	case $1 in
 	--build) BUILD=$2; shift 2 ;;
 	--quick) QUICK=1; shift ;;
 	--out) OUT=$2; shift 2 ;;
-	*) echo "usage: $0 [--build DIR] [--quick] [--out DIR]" >&2; exit 2 ;;
+	--tools) TOOLS=$2; shift 2 ;;
+	--comps) COMPS=$2; shift 2 ;;
+	*) usage ;;
 	esac
 done
+# in_list ITEM LIST: is ITEM one of the comma-separated LIST?
+in_list() { case ",$2," in *",$1,"*) return 0 ;; esac; return 1; }
+# check_list NAME LIST ALLOWED: every item of LIST is ALLOWED, none twice
+check_list() {
+	local item seen=,
+	[ -n "$2" ] || { echo "$1: empty list" >&2; usage; }
+	for item in ${2//,/ }; do
+		if ! in_list "$item" "$3"; then
+			echo "$1: unknown '$item'" >&2
+			usage
+		fi
+		if in_list "$item" "$seen"; then
+			echo "$1: '$item' twice" >&2
+			usage
+		fi
+		seen=$seen$item,
+	done
+}
+check_list --tools "$TOOLS" "$ALL_TOOLS"
+check_list --comps "$COMPS" xz,zstd
+want() { in_list "$1" "$TOOLS"; }
+NEED_TAR=0
+if want tar2sqfs || want sqfs-lazy-pack-tar; then
+	NEED_TAR=1
+fi
 PACK=$(realpath "$BUILD/src/pack/sqfs-lazy-pack")
-for t in "$PACK" mksquashfs gensquashfs tar2sqfs tar; do
+need=("$PACK")
+for t in mksquashfs gensquashfs tar2sqfs; do
+	if want $t; then need+=("$t"); fi
+done
+if [ $NEED_TAR = 1 ]; then need+=(tar); fi
+for t in "${need[@]}"; do
 	command -v "$t" >/dev/null || { echo "missing: $t" >&2; exit 1; }
 done
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
@@ -66,9 +113,11 @@ TREE=$WORK/tree
 TREE_BYTES=$(du -sb --apparent-size "$TREE" | cut -f1)
 TREE_FILES=$(find "$TREE" -type f | wc -l)
 TREE_ALL=$(find "$TREE" | wc -l)
-echo "== tar for tar2sqfs (not timed)" >&2
-tar -C "$TREE" --format=pax -cf "$WORK/tree.tar" .
-cat "$WORK/tree.tar" >/dev/null   # everything read once: warm page cache
+if [ $NEED_TAR = 1 ]; then
+	echo "== tar for tar2sqfs (not timed)" >&2
+	tar -C "$TREE" --format=pax -cf "$WORK/tree.tar" .
+	cat "$WORK/tree.tar" >/dev/null   # read once: warm page cache
+fi
 find "$TREE" -type f -exec cat {} + >/dev/null
 
 {
@@ -76,11 +125,19 @@ find "$TREE" -type f -exec cat {} + >/dev/null
 	echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 	echo "machine: $(nproc) CPUs, $(awk '/MemTotal/ {print int($2/1024) " MiB"}' /proc/meminfo), $(uname -r)"
 	echo "tree: ${SRCS[*]} copied; $TREE_BYTES bytes in $TREE_FILES files ($TREE_ALL entries)"
-	echo "tar: $(stat -c %s "$WORK/tree.tar") bytes"
+	echo "tools: $TOOLS; compressors: $COMPS"
+	if [ $NEED_TAR = 1 ]; then
+		echo "tar: $(stat -c %s "$WORK/tree.tar") bytes"
+	fi
 	echo "sqfs-lazy-pack: $("$PACK" --version | head -1)"
-	echo "mksquashfs: $(mksquashfs -version 2>&1 | head -1)"
-	echo "gensquashfs: $(gensquashfs --version 2>&1 | head -1)"
-	echo "tar2sqfs: $(tar2sqfs --version 2>&1 | head -1)"
+	for t in mksquashfs gensquashfs tar2sqfs; do
+		want $t || continue
+		if [ $t = mksquashfs ]; then
+			echo "$t: $($t -version 2>&1 | head -1)"
+		else
+			echo "$t: $($t --version 2>&1 | head -1)"
+		fi
+	done
 	echo "uptime before: $(uptime)"
 } >"$OUT/meta.txt"
 cat "$OUT/meta.txt" >&2
@@ -89,9 +146,10 @@ printf 'tool\tcomp\tjobs\twall_s\tcpu_s\tbytes\n' >"$OUT/runs.tsv"
 IMG=$WORK/out.sqfs
 TIMEFORMAT='%R %U %S'
 
-run() { # tool comp jobs -- command...
+run() { # tool comp jobs -- command...; skipped unless --tools has tool
 	local tool=$1 comp=$2 jobs=$3 t wall usr sys
 	shift 4
+	want "$tool" || return 0
 	rm -f "$IMG"
 	t=$( { time { "$@" >"$WORK/log" 2>&1 && sync "$IMG"; } ; } 2>&1 ) || {
 		echo "FAILED: $*" >&2
@@ -105,7 +163,7 @@ run() { # tool comp jobs -- command...
 	rm -f "$IMG"
 }
 
-for comp in xz zstd; do
+for comp in ${COMPS//,/ }; do
 	if [ "$comp" = xz ]; then
 		lvl=6; mks=(); ours=()
 	else

@@ -648,9 +648,9 @@ int pk_bp_create(struct pk_ctx *ctx, struct pk_bp **out)
 {
 	const struct pk_opts *o = ctx->opt;
 	struct pk_bp *bp = calloc(1, sizeof(*bp));
-	/* -j N: N threads compress, this one included (it processes queued
-	 * jobs whenever it waits, see ordered_pool.c); -j 1 is the one-thread
-	 * pool */
+	/* -j N: N worker threads compress next to this one, which reads,
+	 * orders and writes (as mksquashfs -processors N), so even -j 1
+	 * overlaps I/O with compression */
 	unsigned jobs = o->jobs ? o->jobs : 1;
 	size_t budget = (size_t)256 << 20;
 
@@ -681,11 +681,11 @@ int pk_bp_create(struct pk_ctx *ctx, struct pk_bp **out)
 		bp->jobs[i].free_next = bp->free_list;
 		bp->free_list = &bp->jobs[i];
 	}
-	if (o->serial || jobs == 1)
+	if (o->serial)
 		bp->pool = lsq_opool_serial_create(bp->njobs, &pool_ops,
 						   (void *)&o->comp);
 	else
-		bp->pool = lsq_opool_create(jobs - 1, bp->njobs, &pool_ops,
+		bp->pool = lsq_opool_create(jobs, bp->njobs, &pool_ops,
 					    (void *)&o->comp);
 	if (!bp->pool) {
 		pk_error("cannot start the compressor pool");

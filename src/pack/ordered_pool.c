@@ -6,13 +6,11 @@
  * the owner waits for the slot of the next ticket it expects. Since at most
  * 'capacity' jobs are pending, slots never collide.
  *
- * While the owner waits it does not sleep if a job is still queued: it
- * processes the oldest one itself, with a worker context of its own. The
- * owner is also the reader and writer, so it is idle exactly when the
- * workers are behind; this way '-j 1' keeps two CPUs busy (reading and
- * writing overlap compression), as mksquashfs -processors 1 does with its
- * extra fragment thread. Results still come back in ticket order, so who
- * processed a job never shows.
+ * The owner never processes jobs itself: it is the reader and the writer,
+ * and with N workers exactly N threads compress, so '-j N' means what
+ * mksquashfs -processors N means (the main thread's reading, hashing of
+ * tails and writing overlap compression), and -j 2 can be twice as fast
+ * as -j 1 on two CPUs.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -32,7 +30,7 @@ struct thread_pool {
 	uint64_t next_out;                  /* protected by lock */
 	bool shutdown;                      /* protected by lock */
 	unsigned nthreads;  /* started threads */
-	unsigned nargs;     /* worker contexts: one per thread + the owner's */
+	unsigned nargs;     /* worker contexts, one per thread */
 	pthread_t *threads;
 	struct worker_arg {
 		struct thread_pool *pool;
@@ -94,22 +92,8 @@ static struct lsq_opool_item *thread_dequeue(struct lsq_opool *p)
 
 	pthread_mutex_lock(&tp->lock);
 	slot = tp->next_out % tp->base.capacity;
-	while (!tp->done[slot]) {
-		struct lsq_opool_item *own = tp->head;
-
-		if (!own) {
-			pthread_cond_wait(&tp->done_cond, &tp->lock);
-			continue;
-		}
-		/* help: the oldest queued job, processed here */
-		tp->head = own->next;
-		if (!tp->head)
-			tp->tail = NULL;
-		pthread_mutex_unlock(&tp->lock);
-		own->err = tp->ops->process(tp->args[tp->nargs - 1].wctx, own);
-		pthread_mutex_lock(&tp->lock);
-		tp->done[own->ticket % tp->base.capacity] = own;
-	}
+	while (!tp->done[slot])
+		pthread_cond_wait(&tp->done_cond, &tp->lock);
 	job = tp->done[slot];
 	tp->done[slot] = NULL;
 	tp->next_out++;
@@ -166,11 +150,11 @@ struct lsq_opool *lsq_opool_create(unsigned workers, size_t capacity,
 	pthread_cond_init(&tp->done_cond, NULL);
 	tp->done = calloc(capacity, sizeof(*tp->done));
 	tp->threads = calloc(workers, sizeof(*tp->threads));
-	tp->args = calloc(workers + 1, sizeof(*tp->args));
+	tp->args = calloc(workers, sizeof(*tp->args));
 	if (!tp->done || !tp->threads || !tp->args)
 		goto fail;
-	tp->nargs = workers + 1;
-	for (unsigned i = 0; i <= workers; i++) {
+	tp->nargs = workers;
+	for (unsigned i = 0; i < workers; i++) {
 		tp->args[i].pool = tp;
 		if (ops->worker_create) {
 			tp->args[i].wctx = ops->worker_create(arg);

@@ -34,7 +34,7 @@ struct pk_opts {
 	const char *output;
 	uint32_t block_size;
 	unsigned block_log;
-	unsigned jobs;        /* worker threads; 0 = serial reference pool */
+	unsigned jobs;        /* compressing worker threads, >= 1 */
 	bool serial;          /* use the serial pool (the reference) */
 	bool no_fragments;
 	bool always_fragments;

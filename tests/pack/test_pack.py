@@ -335,6 +335,53 @@ def test_sigint_leaves_nothing(base):
     shutil.rmtree(src)
 
 
+def _threads_while_packing(cmd, outdir, settle=1.0):
+    """Highest thread count of cmd's process in the settle seconds after
+    its temporary output appears (the pool starts right after it is
+    created); then SIGINT it."""
+    p = subprocess.Popen(cmd)
+    most, started = 0, None
+    try:
+        while p.poll() is None:
+            if started is None and listing(outdir):
+                started = time.time()
+            if started is not None:
+                try:
+                    n = len(os.listdir("/proc/%d/task" % p.pid))
+                except FileNotFoundError:
+                    break
+                most = max(most, n)
+                if time.time() - started > settle:
+                    break
+            time.sleep(0.01)
+    finally:
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)
+        p.wait(timeout=30)
+    return most
+
+
+def test_jobs_are_worker_threads(base):
+    """-j N starts N compressor threads next to the main thread, which
+    reads and writes (as mksquashfs -processors N); --serial starts
+    none."""
+    src = os.path.join(base, "jobs-src")
+    os.mkdir(src)
+    with open(os.path.join(src, "big"), "wb") as f:
+        f.write(os.urandom(32 << 20))
+    outdir = os.path.join(base, "jobs-out")
+    os.mkdir(outdir)
+    out = os.path.join(outdir, "img.sqfs")
+    for extra, want in ((["-j", "1"], 2), (["-j", "3"], 4),
+                        (["--serial"], 1)):
+        got = _threads_while_packing([packer(), "-q", "-c", "xz", *extra,
+                                      src, out], outdir)
+        assert got == want, (extra, got)
+        assert listing(outdir) == []
+    shutil.rmtree(outdir)
+    shutil.rmtree(src)
+
+
 def test_bad_options(base, tree):
     for args in (["-b", "3000"], ["-b", "2M"], ["-c", "nope"],
                  ["-l", "30", "-c", "gzip"], ["--xz-bcj", "x86"],

@@ -65,16 +65,10 @@ struct lsq_image_options {
 	uint64_t data_cache_bytes;     /* decompressed data blocks */
 	uint32_t fragment_cache_blocks;/* decompressed fragment blocks */
 	unsigned decomp_contexts;      /* 0: one per online CPU */
-	/* Helper threads that load the later blocks of a multi-block read
-	 * in parallel (src/image/read_ahead.h); 0 disables. */
-	unsigned ahead_threads;
 };
 
 /* Fill with the documented defaults. */
 void lsq_image_options_default(struct lsq_image_options *opt);
-
-/* The default of ahead_threads: online CPUs - 1, at least 1. */
-unsigned lsq_default_ahead_threads(void);
 
 /* Open and validate an image on src. On success *out owns src. On failure
  * the caller still owns src and errbuf (if not NULL) holds a one-line

@@ -12,7 +12,6 @@
 
 #include "common/log.h"
 #include "common/url.h"
-#include "image/read_ahead.h"
 #include "lsq/error.h"
 
 int lsq_parse_size(const char *s, uint64_t *out)
@@ -239,13 +238,6 @@ static int parse_item(struct lsq_mount_options *opt, char *item,
 		err = parse_uint(name, value, 0, LSQ_MAX_BUSY_POLL_US, &v);
 		if (!err)
 			opt->busy_poll_us = (unsigned)v;
-		return err;
-	} else if (IS("ahead_threads")) {
-		NEED_VALUE();
-		err = parse_uint(name, value, 0, LSQ_READ_AHEAD_MAX_THREADS,
-				 &v);
-		if (!err)
-			opt->image_opts.ahead_threads = (unsigned)v;
 		return err;
 	} else if (IS("decomp")) {
 		NEED_VALUE();
@@ -732,9 +724,6 @@ void lsq_mount_options_help(FILE *out)
 "                          to the load; 0: libfuse's loop, where every thread\n"
 "                          sleeps in read (default %u, 0 on one CPU)\n"
 "  decomp=single|percpu|N  decompression contexts (default %s)\n"
-"  ahead_threads=N         threads that load the later blocks of a read of\n"
-"                          several blocks in parallel, 0..%u; 0 disables\n"
-"                          (default: CPUs - 1, at least 1: here %u)\n"
 "  metadata_cache=SIZE     decompressed metadata cache (default %s)\n"
 "  data_cache=SIZE         decompressed data block cache (default %s)\n"
 "  fragment_cache=N        fragment blocks kept (default %" PRIu32 ")\n"
@@ -752,8 +741,7 @@ void lsq_mount_options_help(FILE *out)
 "  ro                      accepted; the mount is always read-only\n"
 "  debug                   same as -d\n",
 		LSQ_MAX_THREADS, LSQ_THREADS_PER_CPU, lsq_default_threads(),
-		LSQ_DEFAULT_BUSY_POLL_US, decomp, LSQ_READ_AHEAD_MAX_THREADS,
-		lsq_default_ahead_threads(), meta, data,
+		LSQ_DEFAULT_BUSY_POLL_US, decomp, meta, data,
 		d.fragment_cache_blocks, bc, csize, LSQ_DEFAULT_TIMEOUT,
 		LSQ_DEFAULT_TIMEOUT);
 	/* two parts: C99 promises string literals of 4095 bytes only */

@@ -102,15 +102,6 @@ static int data_loader(void *ctx, uint64_t key, struct lsq_block **out)
 				   out);
 }
 
-int lsq_data_block_get(struct lsq_image *img, uint64_t offset,
-		       uint32_t size_word, struct lsq_block **out)
-{
-	struct data_load dl = { img, size_word, img->sb.block_size };
-
-	return lsq_block_cache_get_with(img->data_cache, offset, data_loader,
-					&dl, out);
-}
-
 int lsq_frag_loader(void *ctx, uint64_t index, struct lsq_block **out)
 {
 	struct lsq_image *img = ctx;
@@ -319,26 +310,6 @@ static int words_fill(struct lsq_image *img, struct size_words *sw)
 	return LSQ_OK;
 }
 
-/* Hand the loads of the blocks after the one at data_offset (its word
- * just taken from sw), up to block last, to the read-ahead pool. */
-static void load_rest_in_parallel(struct lsq_image *img,
-				  const struct size_words *sw,
-				  uint64_t data_offset, uint32_t word,
-				  uint32_t index, uint32_t last,
-				  uint64_t run_end)
-{
-	uint64_t off = data_offset + SQUASHFS_BLOCK_ONDISK_SIZE(word);
-
-	for (uint32_t j = 0; j < sw->count && index + 1 + j <= last; j++) {
-		uint32_t w = sw->w[sw->head + j];
-		struct lsq_read_ahead_job job = { off, w, run_end };
-
-		if (SQUASHFS_BLOCK_ONDISK_SIZE(w))
-			lsq_read_ahead_submit(&img->read_ahead, &job);
-		off += SQUASHFS_BLOCK_ONDISK_SIZE(w);
-	}
-}
-
 static int words_next(struct lsq_image *img, struct size_words *sw,
 		      uint32_t *word)
 {
@@ -362,20 +333,15 @@ static int read_blocks(struct lsq_image *img, const struct lsq_inode *file,
 	uint64_t bs = img->sb.block_size;
 	uint64_t data_offset = 0;
 	uint32_t index, nblocks = file->priv.e;
-	uint32_t last = (uint32_t)((end - 1) >> img->sb.block_log);
 	struct size_words sw = {
 		.cur = cur,
 		.nblocks = nblocks,
+		.lookahead = img->src->reads_ahead,
 	};
-	bool positioned = false, parallel;
-	uint64_t run_end = 0;
+	bool positioned = false;
 	int ret;
 
 	index = (uint32_t)(offset >> img->sb.block_log);
-	/* more than one block to load: the later ones go to the pool */
-	parallel = lsq_read_ahead_enabled(&img->read_ahead) && last > index &&
-		   index + 1 < nblocks;
-	sw.lookahead = img->src->reads_ahead || parallel;
 
 	while (offset < end) {
 		uint64_t in_block = offset & (bs - 1);
@@ -406,25 +372,22 @@ static int read_blocks(struct lsq_image *img, const struct lsq_inode *file,
 			ret = words_next(img, &sw, &word);
 			if (ret)
 				return ret;
-			run_end = data_offset + SQUASHFS_BLOCK_ONDISK_SIZE(word) +
-				  sw.ahead_bytes;
-			if (parallel) {
-				load_rest_in_parallel(img, &sw, data_offset,
-						      word, index, last,
-						      img->src->reads_ahead
-							      ? run_end : 0);
-				parallel = false;
-			}
 			if (SQUASHFS_BLOCK_ONDISK_SIZE(word) == 0) {
 				memset(dst, 0, n); /* sparse block */
 			} else {
+				struct data_load dl = { img, word, (size_t)bs };
 				struct lsq_block *blk;
 
-				if (img->src->reads_ahead)
-					lsq_source_hint_run_end(run_end);
-				ret = lsq_data_block_get(img, data_offset,
-							 word, &blk);
-				if (img->src->reads_ahead)
+				if (sw.lookahead)
+					lsq_source_hint_run_end(
+						data_offset +
+						SQUASHFS_BLOCK_ONDISK_SIZE(word) +
+						sw.ahead_bytes);
+				ret = lsq_block_cache_get_with(img->data_cache,
+							       data_offset,
+							       data_loader, &dl,
+							       &blk);
+				if (sw.lookahead)
 					lsq_source_hint_run_end(0);
 				if (ret)
 					return ret;

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/endian.h"
 #include "image/image_internal.h"
@@ -20,16 +19,6 @@ void lsq_image_options_default(struct lsq_image_options *opt)
 	opt->data_cache_bytes = 32 * MiB;
 	opt->fragment_cache_blocks = 32;
 	opt->decomp_contexts = 0;
-	opt->ahead_threads = lsq_default_ahead_threads();
-}
-
-unsigned lsq_default_ahead_threads(void)
-{
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-
-	/* with the thread that answers the read, one loader per CPU; one
-	 * helper even on one CPU, where fetches may still overlap */
-	return cpus > 2 ? (unsigned)(cpus - 1) : 1;
 }
 
 static int read_comp_options(struct lsq_image *img, uint8_t *opts,
@@ -208,7 +197,6 @@ int lsq_image_open(struct lsq_source *src, const struct lsq_image_options *opt,
 	if (!img)
 		return LSQ_ERR_NOMEM;
 	img->src = src;
-	lsq_read_ahead_init(&img->read_ahead, img, opt->ahead_threads);
 	ret = lsq_source_read_at(src, raw, sizeof(raw), 0);
 	if (ret) {
 		snprintf(errbuf, errlen, "cannot read the superblock: %s",
@@ -317,8 +305,6 @@ void lsq_image_close(struct lsq_image *img)
 {
 	if (!img)
 		return;
-	/* first: its threads use the caches and the source */
-	lsq_read_ahead_fini(&img->read_ahead);
 	lsq_block_cache_destroy(img->meta_cache);
 	lsq_block_cache_destroy(img->frag_cache);
 	lsq_block_cache_destroy(img->data_cache);

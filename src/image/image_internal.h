@@ -15,7 +15,6 @@
 #include "codec/codec.h"
 #include "format/ondisk.h"
 #include "format/superblock.h"
-#include "image/read_ahead.h"
 #include "lsq/image.h"
 
 /* A metadata table: where its blocks may lie. */
@@ -55,7 +54,6 @@ struct lsq_image {
 	struct lsq_block_cache *frag_cache; /* key: fragment index */
 	struct lsq_block_cache *data_cache; /* key: absolute block offset */
 	struct lsq_block_cache *blockidx_cache; /* key: inode ref */
-	struct lsq_read_ahead read_ahead;  /* loads a read's later blocks */
 
 	/* Until open succeeds, corruption is not logged: open reports it in
 	 * its one error line (errbuf), and a refused image must give exactly
@@ -63,11 +61,6 @@ struct lsq_image {
 	bool opened;
 	char open_detail[256];
 };
-
-/* A file's data block from the data cache, loaded (fetched, checked and
- * decompressed) on a miss. size_word is its word from the block list. */
-int lsq_data_block_get(struct lsq_image *img, uint64_t offset,
-		       uint32_t size_word, struct lsq_block **out);
 
 /* S_IFMT bits of a basic inode type (1..7); 0 for anything else. */
 static inline uint32_t lsq_type_mode(unsigned basic_type)

@@ -102,17 +102,53 @@ static int data_loader(void *ctx, uint64_t key, struct lsq_block **out)
 				   out);
 }
 
+/* Fragment blocks looked at past the one being loaded, for its hint. */
+#define FRAGMENT_RUN_MAX 32u
+
+/* The run-end hint of a fragment block: the end of the run of fragment
+ * blocks adjacent to it in the image (packers write them in index order,
+ * next to each other when no file's data blocks came in between). A source
+ * may read ahead over those, which a reader of small files in directory
+ * order needs next, but not into the data blocks of other files. */
+static uint64_t fragment_run_end(struct lsq_image *img, uint32_t index,
+				 uint64_t start, uint32_t size_word)
+{
+	uint64_t end = start + SQUASHFS_BLOCK_ONDISK_SIZE(size_word);
+	uint8_t e[SQUASHFS_FRAGMENT_ENTRY_SIZE];
+
+	for (uint32_t n = 0; n < FRAGMENT_RUN_MAX; n++) {
+		uint32_t next = index + 1 + n;
+
+		if (next >= img->frag_table.count ||
+		    lsq_lookup_table_read(img, &img->frag_table, next, e) ||
+		    lsq_le64(e) != end)
+			break;
+		end += SQUASHFS_BLOCK_ONDISK_SIZE(lsq_le32(e + 8));
+	}
+	return end;
+}
+
 int lsq_frag_loader(void *ctx, uint64_t index, struct lsq_block **out)
 {
 	struct lsq_image *img = ctx;
 	uint8_t e[SQUASHFS_FRAGMENT_ENTRY_SIZE];
+	uint64_t start;
+	uint32_t word;
 	int ret;
 
 	ret = lsq_lookup_table_read(img, &img->frag_table, (uint32_t)index, e);
 	if (ret)
 		return ret;
-	return lsq_data_block_load(img, lsq_le64(e), lsq_le32(e + 8),
-				   img->sb.block_size, out);
+	start = lsq_le64(e);
+	word = lsq_le32(e + 8);
+	if (!img->src->reads_ahead)
+		return lsq_data_block_load(img, start, word,
+					   img->sb.block_size, out);
+	lsq_source_hint_run_end(fragment_run_end(img, (uint32_t)index, start,
+						 word));
+	ret = lsq_data_block_load(img, start, word, img->sb.block_size, out);
+	lsq_source_hint_run_end(0);
+	return ret;
 }
 
 struct blockidx_load {

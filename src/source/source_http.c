@@ -1225,12 +1225,15 @@ static struct stream *stream_advance(struct http_source *hs, uint64_t off,
  * show a longer run of exact reads to be confirmed; a stream that pays
  * halves that run again. */
 /* What the reader's thread said of the file it reads: readahead stays in
- * it. Without a hint (fragments, tables, other users) image order it is. */
+ * it. A read without a hint (not a file's data: tables, the superblock)
+ * leaves the stream's limit as it was, so it cannot let readahead run
+ * past the end of the file the stream was reading. */
 static void stream_take_hint(struct stream *s, uint64_t offset)
 {
 	uint64_t end = lsq_source_run_end();
 
-	s->limit = end > offset ? end : UINT64_MAX;
+	if (end > offset)
+		s->limit = end;
 }
 
 /* Readahead wanted for s from start on, at most n: none past its limit. */
@@ -1390,12 +1393,65 @@ static void *prefetch_worker(void *arg)
 	return NULL;
 }
 
+/* A range held by two chunks: readahead windows end at arbitrary bytes,
+ * blocks do not, so a block may start in one window and end in the next.
+ * The chunk holding its first byte and the one starting where that ends. */
+static bool find_split_cover(struct http_source *hs, uint64_t off,
+			     size_t len, struct chunk **a, struct chunk **b)
+{
+	struct chunk *c1 = find_cover(hs, off, 1), *c2;
+	uint64_t mid;
+
+	if (!c1)
+		return false;
+	mid = c1->off + c1->len;
+	if (mid >= off + len)
+		return false;
+	c2 = find_cover(hs, mid, (size_t)(off + len - mid));
+	if (!c2)
+		return false;
+	*a = c1;
+	*b = c2;
+	return true;
+}
+
+/* A read served from memory: LRU, then the reader's stream (hs->mu). */
+static void note_hit(struct http_source *hs, struct chunk *c, uint64_t offset,
+		     size_t len, bool waited)
+{
+	struct stream *s;
+	bool exact;
+
+	c->refs++;
+	if (!c->pinned && c != hs->chunks) {
+		/* LRU: move to the front */
+		chunk_unlink(hs, c);
+		c->dead = false;
+		hs->ra_bytes += c->len;
+		chunk_link_front(hs, c);
+	}
+	if (c->pinned || !hs->opt.readahead)
+		return;
+	s = stream_advance(hs, offset, len, &exact);
+	if (s)
+		stream_take_hint(s, offset);
+	if (!s || !s->confirmed)
+		return;
+	s->spec_used += len;
+	if (!worth_reading_ahead(hs, s))
+		return;
+	if (waited)
+		reach_further(hs, s);
+	if (start_prefetchers(hs))
+		schedule_ahead(hs, s);
+}
+
 static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 			uint64_t offset)
 {
 	struct http_source *hs = (struct http_source *)src;
 	struct stream *s = NULL;
-	struct chunk *c;
+	struct chunk *c, *c2;
 	uint64_t ra = 0;
 	bool waited = false, exact;
 	int ret;
@@ -1404,33 +1460,11 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 		return LSQ_ERR_REMOTE_CHANGED;
 	pthread_mutex_lock(&hs->mu);
 	for (;;) {
+		size_t first;
+
 		c = find_cover(hs, offset, len);
-		if (!c)
-			break;
-		if (c->ready) {
-			c->refs++;
-			if (!c->pinned && c != hs->chunks) {
-				/* LRU: move to the front */
-				chunk_unlink(hs, c);
-				c->dead = false;
-				hs->ra_bytes += c->len;
-				chunk_link_front(hs, c);
-			}
-			if (!c->pinned && hs->opt.readahead) {
-				s = stream_advance(hs, offset, len, &exact);
-				if (s)
-					stream_take_hint(s, offset);
-				if (s && !s->confirmed)
-					s = NULL;
-				if (s)
-					s->spec_used += len;
-				if (s && !worth_reading_ahead(hs, s))
-					s = NULL;
-				if (s && waited)
-					reach_further(hs, s);
-				if (s && start_prefetchers(hs))
-					schedule_ahead(hs, s);
-			}
+		if (c && c->ready) {
+			note_hit(hs, c, offset, len, waited);
 			pthread_mutex_unlock(&hs->mu);
 			memcpy(buf, c->data + (offset - c->off), len);
 			atomic_fetch_add_explicit(&hs->cache_hits, 1,
@@ -1440,6 +1474,30 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 			pthread_mutex_unlock(&hs->mu);
 			return LSQ_OK;
 		}
+		if (!c && find_split_cover(hs, offset, len, &c, &c2)) {
+			if (c->ready && c2->ready) {
+				note_hit(hs, c, offset, len, waited);
+				c2->refs++;
+				pthread_mutex_unlock(&hs->mu);
+				first = (size_t)(c->off + c->len - offset);
+				memcpy(buf, c->data + (offset - c->off), first);
+				memcpy((uint8_t *)buf + first,
+				       c2->data + (offset + first - c2->off),
+				       len - first);
+				atomic_fetch_add_explicit(&hs->cache_hits, 1,
+							  memory_order_relaxed);
+				pthread_mutex_lock(&hs->mu);
+				chunk_put(hs, c);
+				chunk_put(hs, c2);
+				pthread_mutex_unlock(&hs->mu);
+				return LSQ_OK;
+			}
+			if (!c->ready)
+				c2 = c;  /* the one to wait for */
+			c = c2;
+		}
+		if (!c)
+			break;
 		/* someone is loading it: wait for that one load */
 		waited = waited || c->prefetch;
 		pthread_cond_wait(&hs->cv, &hs->mu);

@@ -289,3 +289,47 @@ def test_readahead_stays_in_the_file(nginx, files_image, mounts):
         "readahead never ran: the test proves nothing"
     assert touched <= fetched <= touched * 1.05, \
         "fetched %d bytes for %d bytes of files read" % (fetched, touched)
+
+
+def test_repeated_read_of_a_file_set_with_fragments(nginx, big_image, mounts):
+    """The bench's repeated-read workload in small: every third file of a
+    tree whose small files and tails sit in fragment blocks between the
+    data blocks of other files. Pass 1 fetches at most 1.05x the compressed
+    bytes the set touches (fragment reads bound readahead to their run of
+    adjacent fragment blocks, file reads to the file), pass 2 nothing."""
+    import random
+    import sys
+    sys.path.insert(0, os.path.join(os.environ.get(
+        "LSQ_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")),
+        "bench"))
+    import benchlib
+
+    d = os.path.join(os.path.dirname(big_image["www"]), "fragset")
+    tree = os.path.join(d, "tree")
+    os.makedirs(tree, exist_ok=True)
+    rng = random.Random(7)
+    for i in range(150):
+        size = rng.choice([20 << 10, 7 << 10, 300 << 10, 1 << 20])
+        with open(os.path.join(tree, "f%03d" % i), "wb") as f:
+            f.write(os.urandom(size))
+    img_path = os.path.join(big_image["www"], "fragset.sqfs")
+    subprocess.run(["mksquashfs", tree, img_path, "-noappend", "-quiet",
+                    "-no-progress", "-comp", "gzip"], check=True)
+    img = benchlib.Image(img_path)
+    files, _ = benchlib.file_set(img, "/", 1 << 40, 3, 1 << 40)
+    touched = img.touched(ino for _, ino in files)
+    assert touched["fragment_blocks"] and touched["data_blocks"], touched
+
+    m = mounts(nginx.url("fragset.sqfs"), ["readahead=1M"])
+    fetched = []
+    for _ in range(2):
+        drop_page_cache()
+        before = stats(m.mnt)
+        for path, _ in files:
+            with open(os.path.join(m.mnt, path.lstrip("/")), "rb") as a, \
+                    open(os.path.join(tree, path.lstrip("/")), "rb") as b:
+                assert a.read() == b.read(), path
+        fetched.append(stats(m.mnt)["http_bytes"] - before["http_bytes"])
+    assert touched["bytes"] <= fetched[0] <= touched["bytes"] * 1.05, \
+        "pass 1 fetched %d bytes, the set touches %r" % (fetched[0], touched)
+    assert fetched[1] == 0, "pass 2 fetched %d bytes" % fetched[1]

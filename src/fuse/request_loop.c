@@ -82,7 +82,6 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-
 static void *worker_main(void *arg);
 
 /* Called with mu held. */
@@ -321,11 +320,9 @@ int lsq_request_loop_run(struct fuse_session *se,
 	if (eventfd_write(lp.stop_fd, 1) != 0)
 		lsq_warn("request loop: cannot wake the reader: %s",
 			 strerror(errno));
-	pthread_mutex_lock(&lp.mu);
-	pthread_cond_broadcast(&lp.seat_free);
-	pthread_mutex_unlock(&lp.mu);
 	/* No thread starts once stopping is set, so nthreads is final. */
 	pthread_mutex_lock(&lp.mu);
+	pthread_cond_broadcast(&lp.seat_free);
 	n = lp.nthreads;
 	pthread_mutex_unlock(&lp.mu);
 	for (i = 0; i < n; i++)

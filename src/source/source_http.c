@@ -1167,6 +1167,27 @@ static struct chunk *chunk_new(struct http_source *hs, uint64_t off,
 	return c;
 }
 
+/* What the reader's thread said of the file it reads: readahead stays in
+ * it. A read without a hint (not a file's data: tables, the superblock)
+ * leaves the stream's limit as it was, so it cannot let readahead run
+ * past the end of the file the stream was reading. */
+static void stream_take_hint(struct stream *s, uint64_t offset)
+{
+	uint64_t end = lsq_source_run_end();
+
+	if (end > offset)
+		s->limit = end;
+}
+
+/* Readahead wanted for s from start on, at most n: none past its limit. */
+static uint64_t within_limit(const struct stream *s, uint64_t start,
+			     uint64_t n)
+{
+	if (start >= s->limit)
+		return 0;
+	return n < s->limit - start ? n : s->limit - start;
+}
+
 /* Sequential detection (hs->mu held): the stream this read belongs to, or
  * NULL when it starts a new one (which replaces the least recently used).
  * A read within LSQ_HTTP_RA_SLACK of a stream's end belongs to it: the
@@ -1174,7 +1195,8 @@ static struct chunk *chunk_new(struct http_source *hs, uint64_t off,
  * slightly out of order, and splitting the stream there would restart its
  * window. Only a read that starts exactly at the end (*exact) confirms the
  * stream and earns a window on a miss; a stream never confirmed (random
- * reads that happen to land close) never fetches ahead. */
+ * reads that happen to land close) never fetches ahead. A stream the read
+ * belongs to takes its reader's run-end hint. */
 static struct stream *stream_advance(struct http_source *hs, uint64_t off,
 				     size_t len, bool *exact)
 {
@@ -1197,6 +1219,7 @@ static struct stream *stream_advance(struct http_source *hs, uint64_t off,
 			if (off + len > s->end)
 				s->end = off + len;
 			s->stamp = hs->clock;
+			stream_take_hint(s, off);
 			return s;
 		}
 		if (s->stamp < oldest->stamp)
@@ -1224,27 +1247,6 @@ static struct stream *stream_advance(struct http_source *hs, uint64_t off,
  * Then the stream is demoted and it, and every stream started after, must
  * show a longer run of exact reads to be confirmed; a stream that pays
  * halves that run again. */
-/* What the reader's thread said of the file it reads: readahead stays in
- * it. A read without a hint (not a file's data: tables, the superblock)
- * leaves the stream's limit as it was, so it cannot let readahead run
- * past the end of the file the stream was reading. */
-static void stream_take_hint(struct stream *s, uint64_t offset)
-{
-	uint64_t end = lsq_source_run_end();
-
-	if (end > offset)
-		s->limit = end;
-}
-
-/* Readahead wanted for s from start on, at most n: none past its limit. */
-static uint64_t within_limit(const struct stream *s, uint64_t start,
-			     uint64_t n)
-{
-	if (start >= s->limit)
-		return 0;
-	return n < s->limit - start ? n : s->limit - start;
-}
-
 static bool worth_reading_ahead(struct http_source *hs, struct stream *s)
 {
 	uint64_t span = 4 * s->ahead;
@@ -1433,8 +1435,6 @@ static void note_hit(struct http_source *hs, struct chunk *c, uint64_t offset,
 	if (c->pinned || !hs->opt.readahead)
 		return;
 	s = stream_advance(hs, offset, len, &exact);
-	if (s)
-		stream_take_hint(s, offset);
 	if (!s || !s->confirmed)
 		return;
 	s->spec_used += len;
@@ -1506,8 +1506,6 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 	c = NULL;
 	if (hs->opt.readahead) {
 		s = stream_advance(hs, offset, len, &exact);
-		if (s)
-			stream_take_hint(s, offset);
 		if (s && (!s->confirmed || !worth_reading_ahead(hs, s)))
 			s = NULL;
 		if (s && exact) {

@@ -165,6 +165,9 @@ struct lsq_image_stats {
 	/* decompressed caches: metadata, data and fragment blocks */
 	uint64_t meta_hits, meta_misses, meta_evictions, meta_bytes;
 	uint64_t data_hits, data_misses, data_evictions, data_bytes;
+	/* whole blocks a read wanted, decompressed into its reply and not
+	 * cached (the kernel's page cache keeps them) */
+	uint64_t data_direct;
 	uint64_t frag_hits, frag_misses, frag_evictions, frag_bytes;
 	/* blocks decompressed and the time it took (summed over threads) */
 	uint64_t decompress_calls, decompress_ns;

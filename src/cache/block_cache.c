@@ -418,6 +418,36 @@ int lsq_block_cache_get_with(struct lsq_block_cache *cache, uint64_t key,
 	return LSQ_OK;
 }
 
+int lsq_block_cache_lookup(struct lsq_block_cache *cache, uint64_t key,
+			   struct lsq_block **out)
+{
+	uint64_t hash = mix64(key);
+	struct shard *s;
+	struct entry *e;
+
+	if (!cache || !out)
+		return LSQ_ERR_INVALID;
+	s = shard_of(cache, hash);
+
+	lock_shard(s);
+	e = table_find(s, hash, key);
+	if (!e) {
+		unlock_shard(s);
+		return LSQ_ERR_NOT_FOUND;
+	}
+	if (!e->blk)
+		return wait_for_load(s, e->flight, out);
+	lsq_block_get(e->blk);
+	if (s->lru.next != e) {
+		lru_unlink(e);
+		lru_push_front(s, e);
+	}
+	s->hits++;
+	*out = e->blk;
+	unlock_shard(s);
+	return LSQ_OK;
+}
+
 /* ---- create / destroy / stats ---- */
 
 static unsigned pick_shards(size_t budget, unsigned want)

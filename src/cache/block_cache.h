@@ -96,6 +96,12 @@ int lsq_block_cache_get_with(struct lsq_block_cache *cache, uint64_t key,
 			     lsq_block_loader_fn loader, void *loader_ctx,
 			     struct lsq_block **out);
 
+/* The block for key if the cache holds it, or once the load in flight for
+ * it ends (a hit or a wait); LSQ_ERR_NOT_FOUND, counting nothing, when
+ * neither: for a caller that can produce the bytes elsewhere. */
+int lsq_block_cache_lookup(struct lsq_block_cache *cache, uint64_t key,
+			   struct lsq_block **out);
+
 void lsq_block_cache_get_stats(struct lsq_block_cache *cache,
 			       struct lsq_block_cache_stats *out);
 

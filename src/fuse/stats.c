@@ -20,6 +20,7 @@ static const struct {
 	C(data_misses),
 	C(data_evictions),
 	C(data_bytes),
+	C(data_direct),
 	C(frag_hits),
 	C(frag_misses),
 	C(frag_evictions),

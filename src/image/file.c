@@ -9,6 +9,7 @@
  * blocks (offset + metadata position) is built once and cached, so a read
  * anywhere in the file walks at most CHECKPOINT_STRIDE size words.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -34,14 +35,14 @@ struct data_load {
 	size_t out_cap;
 };
 
-int lsq_data_block_load(struct lsq_image *img, uint64_t offset,
-			uint32_t size_word, size_t out_cap,
-			struct lsq_block **out)
+/* Decode the data block at offset (on-disk size word size_word) into
+ * out[0..out_cap): read it, and decompress it unless stored raw. */
+static int data_block_decode(struct lsq_image *img, uint64_t offset,
+			     uint32_t size_word, uint8_t *out, size_t out_cap,
+			     size_t *out_len)
 {
 	size_t disk = SQUASHFS_BLOCK_ONDISK_SIZE(size_word);
-	struct lsq_block *blk;
 	uint8_t *raw;
-	size_t n;
 	int ret;
 
 	if (disk == 0 || disk > img->sb.block_size)
@@ -52,44 +53,46 @@ int lsq_data_block_load(struct lsq_image *img, uint64_t offset,
 		return lsq_image_corrupt(img, LSQ_ERR_OUT_OF_BOUNDS, offset,
 					 "data block of %zu bytes past the end of the image",
 					 disk);
-	blk = lsq_block_alloc(out_cap);
-	if (!blk)
-		return LSQ_ERR_NOMEM;
-	blk->key = offset;
 	if (SQUASHFS_BLOCK_IS_RAW(size_word)) {
-		if (disk > out_cap) {
-			lsq_block_put(blk);
+		if (disk > out_cap)
 			return lsq_image_corrupt(img, LSQ_ERR_CORRUPT, offset,
 						 "uncompressed block larger than expected");
-		}
-		ret = lsq_source_read_at(img->src, blk->data, disk, offset);
-		if (ret) {
-			lsq_block_put(blk);
-			return ret;
-		}
-		blk->size = disk;
-		*out = blk;
-		return LSQ_OK;
+		ret = lsq_source_read_at(img->src, out, disk, offset);
+		if (!ret)
+			*out_len = disk;
+		return ret;
 	}
 	raw = malloc(disk);
-	if (!raw) {
-		lsq_block_put(blk);
+	if (!raw)
 		return LSQ_ERR_NOMEM;
-	}
 	ret = lsq_source_read_at(img->src, raw, disk, offset);
 	if (!ret) {
-		ret = lsq_codec_decompress(img->codec, raw, disk, blk->data,
-					   out_cap, &n);
+		ret = lsq_codec_decompress(img->codec, raw, disk, out, out_cap,
+					   out_len);
 		if (ret)
 			lsq_image_corrupt(img, ret, offset,
 					  "data block of %zu bytes", disk);
 	}
 	free(raw);
+	return ret;
+}
+
+int lsq_data_block_load(struct lsq_image *img, uint64_t offset,
+			uint32_t size_word, size_t out_cap,
+			struct lsq_block **out)
+{
+	struct lsq_block *blk = lsq_block_alloc(out_cap);
+	int ret;
+
+	if (!blk)
+		return LSQ_ERR_NOMEM;
+	blk->key = offset;
+	ret = data_block_decode(img, offset, size_word, blk->data, out_cap,
+				&blk->size);
 	if (ret) {
 		lsq_block_put(blk);
 		return ret;
 	}
-	blk->size = n;
 	*out = blk;
 	return LSQ_OK;
 }
@@ -361,6 +364,65 @@ static int words_next(struct lsq_image *img, struct size_words *sw,
 	return LSQ_OK;
 }
 
+static int short_block(struct lsq_image *img, const struct lsq_inode *file,
+		       uint32_t index, uint64_t data_offset, size_t got,
+		       uint64_t want)
+{
+	return lsq_image_corrupt(img, LSQ_ERR_CORRUPT, data_offset,
+				 "block %u of inode %u decompressed to %zu bytes, expected %llu",
+				 index, file->inode_number, got,
+				 (unsigned long long)want);
+}
+
+/* Copy [in_block, in_block + n) of block index (block_len bytes of the
+ * file) to dst. A read that wants a whole full-size block the data cache
+ * does not hold gets it decompressed straight into dst: the reply is its
+ * only consumer (the kernel keeps the pages), and going through the cache
+ * would cost a copy as large as the block, and evict blocks that partial
+ * reads still need. */
+static int read_data_block(struct lsq_image *img,
+			   const struct lsq_inode *file, uint32_t index,
+			   uint64_t data_offset, uint32_t word,
+			   uint64_t block_len, uint8_t *dst, uint64_t in_block,
+			   size_t n)
+{
+	struct data_load dl = { img, word, img->sb.block_size };
+	struct lsq_block *blk;
+	size_t got;
+	int ret;
+
+	if (n == img->sb.block_size) {
+		ret = lsq_block_cache_lookup(img->data_cache, data_offset,
+					     &blk);
+		if (ret == LSQ_ERR_NOT_FOUND) {
+			ret = data_block_decode(img, data_offset, word, dst, n,
+						&got);
+			if (!ret && got != n)
+				ret = short_block(img, file, index,
+						  data_offset, got, n);
+			if (!ret)
+				atomic_fetch_add_explicit(
+					&img->direct_blocks, 1,
+					memory_order_relaxed);
+			return ret;
+		}
+	} else {
+		ret = lsq_block_cache_get_with(img->data_cache, data_offset,
+					       data_loader, &dl, &blk);
+	}
+	if (ret)
+		return ret;
+	if (blk->size < block_len) {
+		got = blk->size;
+		lsq_block_put(blk);
+		return short_block(img, file, index, data_offset, got,
+				   block_len);
+	}
+	memcpy(dst, blk->data + in_block, n);
+	lsq_block_put(blk);
+	return LSQ_OK;
+}
+
 /* Copy [offset, end) of the file to dst; cur is the caller's. */
 static int read_blocks(struct lsq_image *img, const struct lsq_inode *file,
 		       uint8_t *dst, uint64_t offset, uint64_t end,
@@ -411,33 +473,19 @@ static int read_blocks(struct lsq_image *img, const struct lsq_inode *file,
 			if (SQUASHFS_BLOCK_ONDISK_SIZE(word) == 0) {
 				memset(dst, 0, n); /* sparse block */
 			} else {
-				struct data_load dl = { img, word, (size_t)bs };
-				struct lsq_block *blk;
-
 				if (sw.lookahead)
 					lsq_source_hint_run_end(
 						data_offset +
 						SQUASHFS_BLOCK_ONDISK_SIZE(word) +
 						sw.ahead_bytes);
-				ret = lsq_block_cache_get_with(img->data_cache,
-							       data_offset,
-							       data_loader, &dl,
-							       &blk);
+				ret = read_data_block(img, file, index,
+						      data_offset, word,
+						      block_len, dst,
+						      in_block, n);
 				if (sw.lookahead)
 					lsq_source_hint_run_end(0);
 				if (ret)
 					return ret;
-				if (blk->size < block_len) {
-					lsq_block_put(blk);
-					return lsq_image_corrupt(
-						img, LSQ_ERR_CORRUPT, data_offset,
-						"block %u of inode %u decompressed to %zu bytes, expected %llu",
-						index, file->inode_number,
-						blk->size,
-						(unsigned long long)block_len);
-				}
-				memcpy(dst, blk->data + in_block, n);
-				lsq_block_put(blk);
 			}
 			data_offset += SQUASHFS_BLOCK_ONDISK_SIZE(word);
 		}

@@ -366,6 +366,8 @@ void lsq_image_get_stats(const struct lsq_image *img,
 		       &out->meta_evictions, &out->meta_bytes);
 	cache_counters(img->data_cache, &out->data_hits, &out->data_misses,
 		       &out->data_evictions, &out->data_bytes);
+	out->data_direct = atomic_load_explicit(&img->direct_blocks,
+						memory_order_relaxed);
 	cache_counters(img->frag_cache, &out->frag_hits, &out->frag_misses,
 		       &out->frag_evictions, &out->frag_bytes);
 	lsq_codec_get_stats(img->codec, &out->decompress_calls,

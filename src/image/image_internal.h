@@ -7,6 +7,7 @@
 #ifndef LSQ_IMAGE_INTERNAL_H
 #define LSQ_IMAGE_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -54,6 +55,7 @@ struct lsq_image {
 	struct lsq_block_cache *frag_cache; /* key: fragment index */
 	struct lsq_block_cache *data_cache; /* key: absolute block offset */
 	struct lsq_block_cache *blockidx_cache; /* key: inode ref */
+	atomic_uint_fast64_t direct_blocks; /* decompressed into a reply */
 
 	/* Until open succeeds, corruption is not logged: open reports it in
 	 * its one error line (errbuf), and a refused image must give exactly

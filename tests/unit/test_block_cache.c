@@ -285,6 +285,36 @@ static void test_hit_miss(void)
 	lsq_block_cache_destroy(cache);
 }
 
+/* lookup never loads: absent is NOT_FOUND and counts nothing; present is
+ * a hit. */
+static void test_lookup(void)
+{
+	struct test_loader tl = { 0 };
+	struct lsq_block_cache *cache = make_cache(1 << 20, 1, &tl);
+	struct lsq_block_cache_stats st;
+	struct lsq_block *a, *b = NULL;
+
+	CHECK_EQ_INT(lsq_block_cache_lookup(cache, 7, &b), LSQ_ERR_NOT_FOUND);
+	CHECK(b == NULL);
+	st = stats(cache);
+	CHECK_EQ_INT(st.hits + st.misses + st.waits + st.blocks, 0);
+	CHECK_EQ_INT(atomic_load(&tl.calls), 0);
+
+	a = get_ok(cache, 7);
+	CHECK_EQ_INT(lsq_block_cache_lookup(cache, 7, &b), LSQ_OK);
+	CHECK(a == b);
+	CHECK_EQ_INT(refs(a), 3);
+	check_block(b, 7);
+	st = stats(cache);
+	CHECK_EQ_INT(st.hits, 1);
+	CHECK_EQ_INT(st.misses, 1);
+	CHECK_EQ_INT(atomic_load(&tl.calls), 1);
+	CHECK_EQ_INT(lsq_block_cache_lookup(NULL, 7, &b), LSQ_ERR_INVALID);
+	lsq_block_put(a);
+	lsq_block_put(b);
+	lsq_block_cache_destroy(cache);
+}
+
 /* Bytes held never exceed the budget, whatever is inserted. */
 static void test_budget(void)
 {
@@ -707,6 +737,7 @@ int main(void)
 	test_alloc();
 	test_create_args();
 	test_hit_miss();
+	test_lookup();
 	test_budget();
 	test_lru_order();
 	test_held_block_survives();

@@ -106,6 +106,8 @@ static void check_chunked_reads(const char *name, const char *file_path)
 	struct lsq_inode ino;
 	size_t ilen, n;
 	uint8_t *whole, *part;
+	struct lsq_image_stats st;
+	uint64_t bs, direct;
 	char *data;
 	int ret;
 
@@ -116,11 +118,19 @@ static void check_chunked_reads(const char *name, const char *file_path)
 	CHECK(img);
 	CHECK_EQ_INT(lsq_image_inode(img, lsq_image_root(img), &ino), 0);
 	CHECK_EQ_INT(lsq_image_lookup(img, &ino, file_path, strlen(file_path), &ino), 0);
+	bs = lsq_image_info(img)->block_size;
 	whole = malloc(ino.size + 1);
-	part = malloc(ino.size + 8192);
+	part = malloc(ino.size + bs + 8192);
 	CHECK(whole && part);
 	CHECK_EQ_INT(lsq_image_read(img, &ino, whole, ino.size + 1, 0, &n), 0);
 	CHECK_EQ_INT(n, ino.size);
+	/* The whole read wanted every full-size block entirely: those went
+	 * straight into the buffer (sparse ones are zeroes, not blocks). */
+	lsq_image_get_stats(img, &st);
+	if (strcmp(file_path, "sparse"))
+		CHECK_EQ_INT(st.data_direct, ino.size / bs);
+	else
+		CHECK(st.data_direct < ino.size / bs);
 	for (uint64_t off = 0; off <= ino.size + 2; off += 1 + off / 3) {
 		static const size_t lens[] = { 1, 7, 4095, 4096, 4097, 8193 };
 
@@ -133,6 +143,16 @@ static void check_chunked_reads(const char *name, const char *file_path)
 			CHECK(!memcmp(part, whole + off, n));
 		}
 	}
+	/* Whole blocks again, now that partial reads cached them: served
+	 * from the cache, not decompressed again. */
+	direct = st.data_direct;
+	for (uint64_t off = 0; off + bs <= ino.size; off += bs) {
+		CHECK_EQ_INT(lsq_image_read(img, &ino, part, bs, off, &n), 0);
+		CHECK_EQ_INT(n, bs);
+		CHECK(!memcmp(part, whole + off, n));
+	}
+	lsq_image_get_stats(img, &st);
+	CHECK_EQ_INT(st.data_direct, direct);
 	free(whole);
 	free(part);
 	lsq_image_close(img);

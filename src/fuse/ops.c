@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/scratch.h"
 #include "fuse/inode_map.h"
 #include "fuse/mount.h"
 #include "fuse/reply.h"
@@ -291,7 +292,7 @@ static void lsq_op_read(fuse_req_t req, fuse_ino_t ino, size_t size,
 	const struct lsq_inode *file;
 	struct lsq_inode decoded;
 	size_t nread = 0;
-	char *buf;
+	char *buf, *owned;
 	int err;
 
 	if (off < 0) {
@@ -303,8 +304,9 @@ static void lsq_op_read(fuse_req_t req, fuse_ino_t ino, size_t size,
 		lsq_reply_err(req, err);
 		return;
 	}
-	buf = malloc(size ? size : 1);
-	if (!buf) {
+	buf = lsq_scratch(LSQ_SCRATCH_REPLY, size ? size : 1);
+	owned = buf ? NULL : malloc(size ? size : 1);
+	if (!buf && !(buf = owned)) {
 		lsq_reply_err(req, LSQ_ERR_NOMEM);
 		return;
 	}
@@ -318,7 +320,7 @@ static void lsq_op_read(fuse_req_t req, fuse_ino_t ino, size_t size,
 		lsq_page_store_after_read(&m->page_store, ino, file,
 					  (uint64_t)off, nread);
 	}
-	free(buf);
+	free(owned);
 }
 
 static void lsq_op_release(fuse_req_t req, fuse_ino_t ino,

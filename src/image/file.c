@@ -16,6 +16,7 @@
 
 #include "common/checked_math.h"
 #include "common/endian.h"
+#include "common/scratch.h"
 #include "image/image_internal.h"
 #include "lsq/error.h"
 
@@ -62,7 +63,7 @@ static int data_block_decode(struct lsq_image *img, uint64_t offset,
 			*out_len = disk;
 		return ret;
 	}
-	raw = malloc(disk);
+	raw = lsq_scratch(LSQ_SCRATCH_RAW, disk);
 	if (!raw)
 		return LSQ_ERR_NOMEM;
 	ret = lsq_source_read_at(img->src, raw, disk, offset);
@@ -73,7 +74,6 @@ static int data_block_decode(struct lsq_image *img, uint64_t offset,
 			lsq_image_corrupt(img, ret, offset,
 					  "data block of %zu bytes", disk);
 	}
-	free(raw);
 	return ret;
 }
 

@@ -386,12 +386,27 @@ int lsq_block_cache_get(struct lsq_block_cache *cache, uint64_t key,
 					cache->loader_ctx, out);
 }
 
+/* Called with s->lock held on a loaded entry; returns unlocked, with a
+ * reference for the caller. */
+static struct lsq_block *take_hit(struct shard *s, struct entry *e)
+{
+	struct lsq_block *blk = e->blk;
+
+	lsq_block_get(blk);
+	if (s->lru.next != e) {
+		lru_unlink(e);
+		lru_push_front(s, e);
+	}
+	s->hits++;
+	unlock_shard(s);
+	return blk;
+}
+
 int lsq_block_cache_get_with(struct lsq_block_cache *cache, uint64_t key,
 			     lsq_block_loader_fn loader, void *loader_ctx,
 			     struct lsq_block **out)
 {
 	uint64_t hash = mix64(key);
-	struct lsq_block *blk;
 	struct shard *s;
 	struct entry *e;
 
@@ -405,16 +420,7 @@ int lsq_block_cache_get_with(struct lsq_block_cache *cache, uint64_t key,
 		return load(cache, s, hash, key, loader, loader_ctx, out);
 	if (!e->blk)
 		return wait_for_load(s, e->flight, out);
-
-	blk = e->blk;
-	lsq_block_get(blk);
-	if (s->lru.next != e) {
-		lru_unlink(e);
-		lru_push_front(s, e);
-	}
-	s->hits++;
-	unlock_shard(s);
-	*out = blk;
+	*out = take_hit(s, e);
 	return LSQ_OK;
 }
 
@@ -437,14 +443,7 @@ int lsq_block_cache_lookup(struct lsq_block_cache *cache, uint64_t key,
 	}
 	if (!e->blk)
 		return wait_for_load(s, e->flight, out);
-	lsq_block_get(e->blk);
-	if (s->lru.next != e) {
-		lru_unlink(e);
-		lru_push_front(s, e);
-	}
-	s->hits++;
-	*out = e->blk;
-	unlock_shard(s);
+	*out = take_hit(s, e);
 	return LSQ_OK;
 }
 

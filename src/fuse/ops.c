@@ -304,9 +304,11 @@ static void lsq_op_read(fuse_req_t req, fuse_ino_t ino, size_t size,
 		lsq_reply_err(req, err);
 		return;
 	}
+	owned = NULL;
 	buf = lsq_scratch(LSQ_SCRATCH_REPLY, size ? size : 1);
-	owned = buf ? NULL : malloc(size ? size : 1);
-	if (!buf && !(buf = owned)) {
+	if (!buf)
+		buf = owned = malloc(size ? size : 1);
+	if (!buf) {
 		lsq_reply_err(req, LSQ_ERR_NOMEM);
 		return;
 	}

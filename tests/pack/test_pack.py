@@ -315,13 +315,20 @@ def test_growing_file_no_output(base):
     assert listing(outdir) == []
 
 
-def test_sigint_leaves_nothing(base):
-    src = os.path.join(base, "slow")
+def _one_random_file(base, name, size):
+    """A source directory NAME holding one incompressible file of SIZE
+    bytes, and an empty output directory NAME-out next to it."""
+    src = os.path.join(base, name)
     os.mkdir(src)
     with open(os.path.join(src, "big"), "wb") as f:
-        f.write(os.urandom(96 << 20))
-    outdir = os.path.join(base, "slow-out")
+        f.write(os.urandom(size))
+    outdir = os.path.join(base, name + "-out")
     os.mkdir(outdir)
+    return src, outdir
+
+
+def test_sigint_leaves_nothing(base):
+    src, outdir = _one_random_file(base, "slow", 96 << 20)
     p = subprocess.Popen([packer(), "-q", "-c", "xz", "-j", "1", src,
                           os.path.join(outdir, "img.sqfs")])
     deadline = time.time() + 30
@@ -365,12 +372,7 @@ def test_jobs_are_worker_threads(base):
     """-j N starts N compressor threads next to the main thread, which
     reads and writes (as mksquashfs -processors N); --serial starts
     none."""
-    src = os.path.join(base, "jobs-src")
-    os.mkdir(src)
-    with open(os.path.join(src, "big"), "wb") as f:
-        f.write(os.urandom(32 << 20))
-    outdir = os.path.join(base, "jobs-out")
-    os.mkdir(outdir)
+    src, outdir = _one_random_file(base, "jobs", 32 << 20)
     out = os.path.join(outdir, "img.sqfs")
     for extra, want in ((["-j", "1"], 2), (["-j", "3"], 4),
                         (["--serial"], 1)):

@@ -89,6 +89,7 @@ static void *watch_stats(void *arg)
 	sigset_t set;
 	int sig;
 
+	pthread_setname_np(pthread_self(), "sqfs-stats");
 	sigemptyset(&set);
 	sigaddset(&set, SIGUSR1);
 	for (;;) {
@@ -151,6 +152,7 @@ static void *notify_when_ready(void *arg)
 	char *state = NULL;
 	int err;
 
+	pthread_setname_np(pthread_self(), "sqfs-ready");
 	/* the stat blocks until the loop answers, or fails once the
 	 * session is torn down; a stale st_dev means no mount (yet) */
 	for (int tries = 0; tries < 1000; tries++) {

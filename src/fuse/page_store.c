@@ -39,6 +39,7 @@ static void *store_thread(void *arg)
 	struct lsq_page_store *ps = arg;
 	uint8_t *buf = malloc(lsq_image_info(ps->img)->block_size);
 
+	pthread_setname_np(pthread_self(), "sqfs-store");
 	if (!buf)
 		return NULL;
 	pthread_mutex_lock(&ps->lock);

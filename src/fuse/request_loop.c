@@ -222,6 +222,7 @@ static void *worker_main(void *arg)
 	struct fuse_buf buf = { .mem = NULL };
 	bool leader = false;
 
+	pthread_setname_np(pthread_self(), "sqfs-worker");
 	for (;;) {
 		bool queued;
 		int res;

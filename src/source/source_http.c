@@ -780,6 +780,7 @@ static void *engine_main(void *arg)
 	struct http_source *hs = arg;
 	int running = 0;
 
+	pthread_setname_np(pthread_self(), "sqfs-http");
 	for (;;) {
 		struct engine_job *todo, *next;
 		CURLMsg *msg;
@@ -1363,6 +1364,7 @@ static void *prefetch_worker(void *arg)
 {
 	struct http_source *hs = arg;
 
+	pthread_setname_np(pthread_self(), "sqfs-prefetch");
 	pthread_mutex_lock(&hs->mu);
 	for (;;) {
 		struct chunk *c;

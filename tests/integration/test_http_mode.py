@@ -55,3 +55,12 @@ def test_mounts_go_through_nginx(http_server, image_cache, mounter):
         "reading a 100-byte file took %d requests, %d bytes: %r" % (
             len(after), added, after)
     assert sent + added < os.path.getsize(image) // 5
+
+    # Threads carry names (top -H, perf sched, gdb): the request workers and
+    # the HTTP transfer thread are told apart.
+    assert m.pid is not None
+    names = set()
+    for tid in os.listdir("/proc/%d/task" % m.pid):
+        with open("/proc/%d/task/%s/comm" % (m.pid, tid)) as f:
+            names.add(f.read().strip())
+    assert {"sqfs-worker", "sqfs-http"} <= names, names

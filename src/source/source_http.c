@@ -21,11 +21,13 @@
  *    rotating through the mirrors; a read that still fails logs one line.
  *
  * Threads: none until lsq_source_http_allow_threads() (the daemon calls
- * it after forking); then the transfer engine (one thread driving a multi
- * handle, so requests multiplex over HTTP/2) and, with the first
- * sequential stream, up to LSQ_HTTP_MAX_PREFETCH prefetch workers. Easy
- * handles come from a small pool (mutex + condvar); no lock of ours is
- * held across a transfer. libcurl types stay in this file.
+ * it after forking); then, if the server answered the probe over HTTP/2,
+ * the transfer engine (one thread driving a multi handle, so requests
+ * multiplex over one connection; over HTTP/1.1 each calling thread runs
+ * its transfer itself) and, with the first sequential stream, up to
+ * LSQ_HTTP_MAX_PREFETCH prefetch workers. Easy handles come from a small
+ * pool (mutex + condvar); no lock of ours is held across a transfer.
+ * libcurl types stay in this file.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -266,6 +268,7 @@ struct http_source {
 	struct engine_job *eng_queue;
 	bool engine_started, eng_stop;
 	atomic_bool engine_on;
+	bool multiplexing;      /* a probe answered over HTTP/2 or later */
 
 	atomic_bool changed;
 	atomic_uint_least64_t not_before_ns;  /* Retry-After, CLOCK_MONOTONIC */
@@ -358,6 +361,7 @@ struct xfer {
 	double retry_after;
 	/* outcome */
 	bool final_seen;
+	bool multiplexed;    /* the answer came over HTTP/2 or later */
 	enum verdict verdict;
 	char why[256];
 };
@@ -877,6 +881,20 @@ static void engine_stop(struct http_source *hs)
 	hs->engine_started = false;
 }
 
+static bool answered_multiplexed(CURL *curl)
+{
+#if LIBCURL_VERSION_NUM >= 0x073200
+	long version = 0;
+
+	return curl_easy_getinfo(curl, CURLINFO_HTTP_VERSION, &version) ==
+		       CURLE_OK &&
+	       version >= (long)CURL_HTTP_VERSION_2_0;
+#else
+	(void)curl;
+	return false;
+#endif
+}
+
 /* One GET of [x->off, x->off + x->want) from mirror m into x->buf. */
 static void transfer(struct xfer *x, const struct curl_slist *headers)
 {
@@ -905,6 +923,7 @@ static void transfer(struct xfer *x, const struct curl_slist *headers)
 	rc = atomic_load(&hs->engine_on) ? engine_perform(hs, h)
 					 : curl_easy_perform(h->curl);
 	atomic_fetch_sub_explicit(&hs->in_flight, 1, memory_order_relaxed);
+	x->multiplexed = answered_multiplexed(h->curl);
 
 	if (rc == CURLE_OK) {
 		if (!x->final_seen)
@@ -1639,7 +1658,12 @@ void lsq_source_http_allow_threads(struct lsq_source *src)
 	pthread_mutex_lock(&hs->mu);
 	hs->prefetch_allowed = true;
 	pthread_mutex_unlock(&hs->mu);
-	engine_start(hs);
+	/* The engine only pays where transfers share a connection: over
+	 * HTTP/1.1 each transfer has a connection of its own anyway, and
+	 * handing it to another thread and back costs two wakeups per
+	 * request (docs/http-source.md). */
+	if (hs->multiplexing)
+		engine_start(hs);
 }
 
 int lsq_source_http_get_stats(const struct lsq_source *src,
@@ -1791,8 +1815,10 @@ static int probe(struct http_source *hs, struct mirror *m, uint8_t *buf,
 		x.want = *head_len;
 		x.buf = buf;
 		transfer(&x, hs->user_headers);
-		if (x.verdict == V_OK)
+		if (x.verdict == V_OK) {
+			hs->multiplexing |= x.multiplexed;
 			break;
+		}
 		if (x.verdict == V_FATAL || attempt + 1 == tries) {
 			snprintf(err, errlen, "%s: %s", m->shown, x.why);
 			return x.verdict == V_TIMEOUT ? LSQ_ERR_TIMEOUT

@@ -2,8 +2,13 @@
 with it; insecure works and warns."""
 
 import os
+import sys
 
 from conftest import read_with_timeout, try_mount
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..",
+                                "integration"))
+from util import thread_names  # noqa: E402
 
 
 def test_self_signed_refused_without_cacert(tls_nginx, tmp_path):
@@ -83,3 +88,5 @@ def test_parallel_reads_multiplex_over_one_connection(tls_nginx, mounts,
     assert len(entries) >= len(names), entries
     assert all(e["proto"] == "HTTP/2.0" for e in entries), entries
     assert len({e["conn"] for e in entries}) == 1, entries
+    # The probe at mount saw HTTP/2, so the transfer engine runs.
+    assert "sqfs-http" in thread_names(m.proc.pid)

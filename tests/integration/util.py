@@ -232,6 +232,18 @@ def force_unmount(mnt):
 LOG_STACK = []
 
 
+def thread_names(pid):
+    """The names (comm) of a process's threads, as a set."""
+    names = set()
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
+                names.add(f.read().strip())
+        except OSError:  # the thread ended meanwhile
+            pass
+    return names
+
+
 class FuseMount:
     """One sqfs-lazy-mount (or LSQ_MOUNT_CMD) instance.
 

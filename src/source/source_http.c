@@ -361,7 +361,7 @@ struct xfer {
 	double retry_after;
 	/* outcome */
 	bool final_seen;
-	bool multiplexed;    /* the answer came over HTTP/2 or later */
+	bool multiplexed;    /* probe: the answer came over HTTP/2 or later */
 	enum verdict verdict;
 	char why[256];
 };
@@ -923,7 +923,8 @@ static void transfer(struct xfer *x, const struct curl_slist *headers)
 	rc = atomic_load(&hs->engine_on) ? engine_perform(hs, h)
 					 : curl_easy_perform(h->curl);
 	atomic_fetch_sub_explicit(&hs->in_flight, 1, memory_order_relaxed);
-	x->multiplexed = answered_multiplexed(h->curl);
+	if (x->probe)  /* only the probe's answer decides on the engine */
+		x->multiplexed = answered_multiplexed(h->curl);
 
 	if (rc == CURLE_OK) {
 		if (!x->final_seen)

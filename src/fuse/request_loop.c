@@ -27,6 +27,19 @@
  * no other thread is answering a request: those need the CPUs (a
  * sequential reader keeps several threads decompressing), and the requests
  * they answer are not waiting to be read.
+ *
+ * While requests are being answered nobody spins, and handing the seat on
+ * at every read would cost a second wakeup per request (the follower's)
+ * and put the woken follower on a CPU a decompressing thread wants. So a
+ * thread that ends a handed-off request while others are still busy does
+ * not queue for the seat: it becomes a free reader, waiting on /dev/fuse
+ * itself through its own epoll instance with EPOLLEXCLUSIVE, so a request
+ * wakes exactly one of them and that one answers it, as in libfuse's loop.
+ * A thread that stops reading wakes a follower only when nobody else is
+ * left reading. Once no request is being answered, the next thread done
+ * takes the seat and spinning resumes; free readers drain into followers.
+ * With two readers decompressing on two CPUs (xz, 4 KiB random reads)
+ * this took 2 jobs from 1.65x to 1.75x the IOPS of 1 job.
  */
 #include "fuse/request_loop.h"
 
@@ -44,6 +57,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -67,6 +81,7 @@ struct request_loop {
 	pthread_mutex_t mu;
 	pthread_cond_t seat_free;
 	bool seat_taken;        /* mu: a leader is reading */
+	unsigned free_readers;  /* mu: threads reading without the seat */
 	unsigned idle;          /* mu: followers waiting for the seat */
 	unsigned nthreads;      /* mu */
 	pthread_t *threads;     /* mu: opt.max_threads slots */
@@ -83,6 +98,9 @@ static uint64_t now_ns(void)
 }
 
 static void *worker_main(void *arg);
+
+/* What a thread does next; see the comment at the top. */
+enum role { FOLLOWER, LEADER, FREE_READER };
 
 /* Called with mu held. */
 static void spawn_worker_locked(struct request_loop *lp)
@@ -121,16 +139,45 @@ static bool take_seat(struct request_loop *lp)
 	return ok;
 }
 
-/* The leader is about to be busy: somebody else reads on. */
-static void leave_seat(struct request_loop *lp)
+/* A reader is about to be busy: if it was the last one reading, a
+ * follower takes the seat (or a new thread starts). */
+static void stop_reading(struct request_loop *lp, enum role role)
 {
 	pthread_mutex_lock(&lp->mu);
-	lp->seat_taken = false;
-	if (lp->idle)
-		pthread_cond_signal(&lp->seat_free);
+	if (role == LEADER)
+		lp->seat_taken = false;
 	else
-		spawn_worker_locked(lp);
+		lp->free_readers--;
+	if (!lp->seat_taken && lp->free_readers == 0) {
+		if (lp->idle)
+			pthread_cond_signal(&lp->seat_free);
+		else
+			spawn_worker_locked(lp);
+	}
 	pthread_mutex_unlock(&lp->mu);
+}
+
+/* A thread that answered a handed-off request (was_reading false) or a
+ * free reader that found the others idle: read on freely while requests
+ * are being answered, else lead if the seat is free, else follow. */
+static enum role settle(struct request_loop *lp, bool was_reading)
+{
+	enum role role;
+
+	pthread_mutex_lock(&lp->mu);
+	if (atomic_load_explicit(&lp->busy, memory_order_relaxed) > 0 &&
+	    !atomic_load(&lp->stopping)) {
+		if (!was_reading)
+			lp->free_readers++;
+		role = FREE_READER;
+	} else {
+		if (was_reading)
+			lp->free_readers--;
+		role = lp->seat_taken ? FOLLOWER : LEADER;
+		lp->seat_taken = true;
+	}
+	pthread_mutex_unlock(&lp->mu);
+	return role;
 }
 
 static void end_loop(struct request_loop *lp, int err)
@@ -159,17 +206,54 @@ static void adapt_spin(struct request_loop *lp, uint64_t waited_ns)
 	}
 }
 
+/* Sleeps until /dev/fuse or the stop eventfd is readable. ep is the
+ * thread's epoll instance (the fuse fd with EPOLLEXCLUSIVE), -1 if it
+ * could not be made: then poll(), which wakes every sleeper. */
+static int wait_readable(struct request_loop *lp, int ep)
+{
+	struct epoll_event ev;
+	struct pollfd pfd[2];
+
+	if (ep >= 0) {
+		if (epoll_wait(ep, &ev, 1, -1) < 0 && errno != EINTR)
+			return -errno;
+		return 0;
+	}
+	pfd[0] = (struct pollfd){ .fd = lp->fd, .events = POLLIN };
+	pfd[1] = (struct pollfd){ .fd = lp->stop_fd, .events = POLLIN };
+	if (poll(pfd, 2, -1) < 0 && errno != EINTR)
+		return -errno;
+	return 0;
+}
+
+static int make_epoll(struct request_loop *lp)
+{
+	struct epoll_event fuse_ev = { .events = EPOLLIN | EPOLLEXCLUSIVE };
+	struct epoll_event stop_ev = { .events = EPOLLIN };
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+
+	if (ep < 0)
+		return -1;
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, lp->fd, &fuse_ev) < 0 ||
+	    epoll_ctl(ep, EPOLL_CTL_ADD, lp->stop_fd, &stop_ev) < 0) {
+		close(ep);
+		return -1;
+	}
+	return ep;
+}
+
 /* The next request into buf: > 0 its size, 0 the session ended, < 0 a
- * read error. *queued tells whether it was waiting already. */
+ * read error, -EAGAIN (free readers only) when woken for nothing while no
+ * request is being answered: time to settle. *queued tells whether the
+ * request was waiting already. Only the leader spins. */
 static int next_request(struct request_loop *lp, struct fuse_buf *buf,
-			bool *queued)
+			bool *queued, enum role role, int ep)
 {
 	uint64_t start = 0;
 	bool slept = false;
 
 	*queued = true;
 	for (;;) {
-		struct pollfd pfd[2];
 		int res;
 
 		if (atomic_load(&lp->stopping) || fuse_session_exited(lp->se))
@@ -187,21 +271,28 @@ static int next_request(struct request_loop *lp, struct fuse_buf *buf,
 		if (res == -EINTR)
 			continue;
 		*queued = false;
-		if (!start)
-			start = now_ns();
-		if (!slept && now_ns() - start < lp->spin_ns &&
-		    atomic_load_explicit(&lp->busy, memory_order_relaxed) == 0) {
-			/* Like haltpoll, spin only on a CPU nobody else wants:
-			 * a spinner that kept its CPU from a runnable task
-			 * would delay the very caller it waits for. */
-			sched_yield();
-			continue;
+		if (role == FREE_READER) {
+			if (slept && atomic_load_explicit(&lp->busy,
+						memory_order_relaxed) == 0)
+				return -EAGAIN;
+		} else {
+			if (!start)
+				start = now_ns();
+			if (!slept && now_ns() - start < lp->spin_ns &&
+			    atomic_load_explicit(&lp->busy,
+						 memory_order_relaxed) == 0) {
+				/* Like haltpoll, spin only on a CPU nobody
+				 * else wants: a spinner that kept its CPU
+				 * from a runnable task would delay the very
+				 * caller it waits for. */
+				sched_yield();
+				continue;
+			}
 		}
 		slept = true;
-		pfd[0] = (struct pollfd){ .fd = lp->fd, .events = POLLIN };
-		pfd[1] = (struct pollfd){ .fd = lp->stop_fd, .events = POLLIN };
-		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
-			return -errno;
+		res = wait_readable(lp, ep);
+		if (res < 0)
+			return res;
 	}
 }
 
@@ -220,17 +311,24 @@ static void *worker_main(void *arg)
 {
 	struct request_loop *lp = arg;
 	struct fuse_buf buf = { .mem = NULL };
-	bool leader = false;
+	enum role role = FOLLOWER;
+	int ep = make_epoll(lp);
 
 	pthread_setname_np(pthread_self(), "sqfs-worker");
 	for (;;) {
 		bool queued;
 		int res;
 
-		if (!leader && !take_seat(lp))
-			break;
-		leader = true;
-		res = next_request(lp, &buf, &queued);
+		if (role == FOLLOWER) {
+			if (!take_seat(lp))
+				break;
+			role = LEADER;
+		}
+		res = next_request(lp, &buf, &queued, role, ep);
+		if (res == -EAGAIN) {
+			role = settle(lp, true);
+			continue;
+		}
 		if (res <= 0) {
 			end_loop(lp, res);
 			break;
@@ -238,14 +336,20 @@ static void *worker_main(void *arg)
 		if (queued || !may_answer_inline(lp, &buf, (size_t)res)) {
 			atomic_fetch_add_explicit(&lp->busy, 1,
 						  memory_order_relaxed);
-			leave_seat(lp);
-			leader = false;
-		}
-		fuse_session_process_buf(lp->se, &buf);
-		if (!leader)
+			stop_reading(lp, role);
+			fuse_session_process_buf(lp->se, &buf);
 			atomic_fetch_sub_explicit(&lp->busy, 1,
 						  memory_order_relaxed);
+			role = settle(lp, false);
+			continue;
+		}
+		fuse_session_process_buf(lp->se, &buf);
+		if (role == FREE_READER &&
+		    atomic_load_explicit(&lp->busy, memory_order_relaxed) == 0)
+			role = settle(lp, true);
 	}
+	if (ep >= 0)
+		close(ep);
 	free(buf.mem);
 	return NULL;
 }

@@ -260,7 +260,8 @@ static int next_request(struct request_loop *lp, struct fuse_buf *buf,
 			return 0;
 		res = fuse_session_receive_buf(lp->se, buf);
 		if (res > 0) {
-			if (slept)
+			/* spin_ns is the seat's: free readers leave it */
+			if (slept && role == LEADER)
 				adapt_spin(lp, now_ns() - start);
 			return res;
 		}

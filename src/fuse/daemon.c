@@ -257,12 +257,17 @@ static int run_loop(struct fuse_session *se, struct lsq_mount *m,
 	struct lsq_request_loop_options lo = {
 		.max_threads = opt->single_thread ? 1 : opt->threads,
 		.busy_poll_us = opt->busy_poll_us,
+		.idle_poll = opt->idle_poll,
 		.answer_inline = lsq_fuse_answers_inline,
 		.ctx = m,
 	};
 
-	if (opt->busy_poll_us == 0)
+	if (opt->busy_poll_us == 0) {
+		if (opt->idle_poll)
+			lsq_warn("idle_poll is ours, libfuse's loop "
+				 "(busy_poll=0) ignores it");
 		return run_libfuse_loop(se, opt);
+	}
 	return lsq_request_loop_run(se, &lo);
 }
 

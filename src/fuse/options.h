@@ -61,6 +61,7 @@ struct lsq_mount_options {
 	uint64_t offset;
 	unsigned threads;
 	unsigned busy_poll_us;  /* request loop spin bound, 0: none */
+	bool idle_poll;         /* idle CPUs poll while requests come */
 	struct lsq_image_options image_opts;
 	double entry_timeout;
 	double attr_timeout;

@@ -40,6 +40,14 @@
  * takes the seat and spinning resumes; free readers drain into followers.
  * With two readers decompressing on two CPUs (xz, 4 KiB random reads)
  * this took 2 jobs from 1.65x to 1.75x the IOPS of 1 job.
+ *
+ * Spinning covers our half of a round trip; the caller's half is its CPU
+ * going idle while it waits, and on a VM without guest halt polling an
+ * idle CPU halts, so the reply's wakeup is an interrupt to a halted vCPU
+ * (tens of microseconds). -o idle_poll asks the kernel, through the CPU
+ * latency PM QoS (/dev/cpu_dma_latency), to keep idle CPUs polling while
+ * requests come, and drops the request IDLE_POLL_HOLD_MS after the last
+ * one: find -type f over the bench tree 0.60 -> 0.33 s (docs/caching.md).
  */
 #include "fuse/request_loop.h"
 
@@ -67,6 +75,11 @@
 /* The shortest spin worth starting again after it had shrunk to nothing. */
 #define SPIN_MIN_NS 10000u
 
+/* idle_poll: how long the zero-latency request outlives the last request,
+ * and the value that lifts it (PM_QOS_CPU_LATENCY_DEFAULT_VALUE). */
+#define IDLE_POLL_HOLD_MS 2
+#define CPU_LATENCY_NO_CONSTRAINT 2000000000
+
 struct request_loop {
 	struct fuse_session *se;
 	struct lsq_request_loop_options opt;
@@ -77,6 +90,10 @@ struct request_loop {
 	atomic_bool stopping;
 	atomic_uint busy;       /* threads answering a request they handed off */
 	sem_t ended;            /* posted when a worker sees the session end */
+
+	int qos_fd;             /* /dev/cpu_dma_latency; -1: no idle_poll */
+	pthread_mutex_t qos_mu; /* orders the writes to qos_fd */
+	atomic_bool qos_on;     /* our zero-latency request is in force */
 
 	pthread_mutex_t mu;
 	pthread_cond_t seat_free;
@@ -206,24 +223,39 @@ static void adapt_spin(struct request_loop *lp, uint64_t waited_ns)
 	}
 }
 
-/* Sleeps until /dev/fuse or the stop eventfd is readable. ep is the
- * thread's epoll instance (the fuse fd with EPOLLEXCLUSIVE), -1 if it
- * could not be made: then poll(), which wakes every sleeper. */
-static int wait_readable(struct request_loop *lp, int ep)
+/* Turns our CPU latency request on (idle CPUs poll) or off. */
+static void set_idle_poll(struct request_loop *lp, bool on)
+{
+	int32_t value = on ? 0 : CPU_LATENCY_NO_CONSTRAINT;
+
+	pthread_mutex_lock(&lp->qos_mu);
+	if (atomic_load(&lp->qos_on) != on &&
+	    write(lp->qos_fd, &value, sizeof(value)) == sizeof(value))
+		atomic_store(&lp->qos_on, on);
+	pthread_mutex_unlock(&lp->qos_mu);
+}
+
+/* Sleeps until /dev/fuse or the stop eventfd is readable, or timeout_ms
+ * passed (-1: no timeout); 1 when woken, 0 on timeout. ep is the thread's
+ * epoll instance (the fuse fd with EPOLLEXCLUSIVE), -1 if it could not be
+ * made: then poll(), which wakes every sleeper. */
+static int wait_readable(struct request_loop *lp, int ep, int timeout_ms)
 {
 	struct epoll_event ev;
 	struct pollfd pfd[2];
+	int n;
 
 	if (ep >= 0) {
-		if (epoll_wait(ep, &ev, 1, -1) < 0 && errno != EINTR)
-			return -errno;
-		return 0;
+		n = epoll_wait(ep, &ev, 1, timeout_ms);
+	} else {
+		pfd[0] = (struct pollfd){ .fd = lp->fd, .events = POLLIN };
+		pfd[1] = (struct pollfd){ .fd = lp->stop_fd,
+					  .events = POLLIN };
+		n = poll(pfd, 2, timeout_ms);
 	}
-	pfd[0] = (struct pollfd){ .fd = lp->fd, .events = POLLIN };
-	pfd[1] = (struct pollfd){ .fd = lp->stop_fd, .events = POLLIN };
-	if (poll(pfd, 2, -1) < 0 && errno != EINTR)
-		return -errno;
-	return 0;
+	if (n < 0)
+		return errno == EINTR ? 1 : -errno;
+	return n > 0;
 }
 
 static int make_epoll(struct request_loop *lp)
@@ -263,6 +295,9 @@ static int next_request(struct request_loop *lp, struct fuse_buf *buf,
 			/* spin_ns is the seat's: free readers leave it */
 			if (slept && role == LEADER)
 				adapt_spin(lp, now_ns() - start);
+			if (lp->qos_fd >= 0 && !atomic_load_explicit(
+					&lp->qos_on, memory_order_relaxed))
+				set_idle_poll(lp, true);
 			return res;
 		}
 		if (res == 0)
@@ -291,7 +326,14 @@ static int next_request(struct request_loop *lp, struct fuse_buf *buf,
 			}
 		}
 		slept = true;
-		res = wait_readable(lp, ep);
+		if (lp->qos_fd >= 0 &&
+		    atomic_load_explicit(&lp->qos_on, memory_order_relaxed)) {
+			res = wait_readable(lp, ep, IDLE_POLL_HOLD_MS);
+			if (res == 0)
+				set_idle_poll(lp, false);  /* requests stopped */
+		} else {
+			res = wait_readable(lp, ep, -1);
+		}
 		if (res < 0)
 			return res;
 	}
@@ -396,6 +438,17 @@ int lsq_request_loop_run(struct fuse_session *se,
 			close(lp.stop_fd);
 		return ret ? ret : -EIO;
 	}
+	lp.qos_fd = -1;
+	if (opt->idle_poll) {
+		/* Opening adds a request without a constraint. */
+		lp.qos_fd = open("/dev/cpu_dma_latency", O_WRONLY | O_CLOEXEC);
+		if (lp.qos_fd < 0)
+			lsq_warn("idle_poll: cannot open /dev/cpu_dma_latency "
+				 "(%s); idle CPUs will halt as usual",
+				 strerror(errno));
+	}
+	pthread_mutex_init(&lp.qos_mu, NULL);
+	atomic_init(&lp.qos_on, false);
 	atomic_init(&lp.stopping, false);
 	atomic_init(&lp.busy, 0);
 	sem_init(&lp.ended, 0, 0);
@@ -436,6 +489,9 @@ int lsq_request_loop_run(struct fuse_session *se,
 	ret = lp.error;
 
 out:
+	if (lp.qos_fd >= 0)
+		close(lp.qos_fd);  /* drops our request */
+	pthread_mutex_destroy(&lp.qos_mu);
 	fcntl(lp.fd, F_SETFL, flags);
 	pthread_cond_destroy(&lp.seat_free);
 	pthread_mutex_destroy(&lp.mu);

@@ -16,6 +16,8 @@ struct fuse_session;
 struct lsq_request_loop_options {
 	unsigned max_threads;     /* >= 1 */
 	unsigned busy_poll_us;    /* longest spin before sleeping, 0: none */
+	/* Keep idle CPUs polling (CPU latency PM QoS) while requests come. */
+	bool idle_poll;
 	/* May the leader answer this opcode itself, without waking a
 	 * follower? True only for requests answered from memory. NULL: no. */
 	bool (*answer_inline)(void *ctx, uint32_t opcode);

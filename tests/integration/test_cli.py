@@ -372,3 +372,59 @@ def test_busy_poll_spins_only_under_load(small_image, mnt):
     assert sparse < 0.2, \
         "100 requests 20 ms apart cost %.2f s of daemon CPU" % sparse
     check_contents(mnt)
+
+
+CPU_LATENCY = "/dev/cpu_dma_latency"
+
+
+def cpu_latency_limit():
+    """The kernel's current CPU latency constraint in microseconds (the
+    minimum over all requests; 2000000000 is none). Opening the device
+    adds a request without a constraint, which changes nothing."""
+    fd = os.open(CPU_LATENCY, os.O_RDONLY)
+    try:
+        return struct.unpack("i", os.read(fd, 4))[0]
+    finally:
+        os.close(fd)
+
+
+def holds_cpu_latency(pid):
+    fd_dir = "/proc/%d/fd" % pid
+    return any(os.readlink(os.path.join(fd_dir, n)) == CPU_LATENCY
+               for n in os.listdir(fd_dir))
+
+
+def test_idle_poll_holds_cpu_latency_only_while_requests_come(small_image,
+                                                              mnt):
+    """-o idle_poll (src/fuse/request_loop.c) puts a zero CPU latency
+    request in force while requests come, so idle CPUs poll instead of
+    halting, and lifts it a few milliseconds after the last one. Without
+    the option the daemon never opens the device."""
+    baseline = cpu_latency_limit()
+    assert baseline > 0, "another process holds a zero latency request"
+
+    r = daemon(util.image_source(small_image), mnt)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    pid = find_daemon(mnt)
+    stats_request(mnt)
+    assert not holds_cpu_latency(pid)
+    assert cpu_latency_limit() == baseline
+    subprocess.run(["fusermount3", "-u", mnt], check=True)
+    wait_gone(mnt, pid)
+
+    r = daemon("-o", "idle_poll", util.image_source(small_image), mnt)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    pid = find_daemon(mnt)
+    assert holds_cpu_latency(pid)
+    seen = []
+    for _ in range(200):
+        stats_request(mnt)
+        seen.append(cpu_latency_limit())
+    assert seen.count(0) > 100, "zero latency in force for %d of 200 " \
+        "back-to-back requests" % seen.count(0)
+    assert util.wait_until(lambda: cpu_latency_limit() == baseline, 2), \
+        "the zero latency request outlived the requests"
+    check_contents(mnt)
+    subprocess.run(["fusermount3", "-u", mnt], check=True)
+    wait_gone(mnt, pid)
+    assert cpu_latency_limit() == baseline

@@ -374,6 +374,68 @@ def test_busy_poll_spins_only_under_load(small_image, mnt):
     check_contents(mnt)
 
 
+def help_option_names(text):
+    """Option names that --help lists in every section after "Options:"
+    (the -o options of ours, of HTTP images, of libfuse and of mount(8))."""
+    names = set()
+    listing = False
+    for line in text.splitlines():
+        if line.endswith(":") and not line.startswith(" "):
+            listing = line != "Options:"
+            continue
+        m = re.match(r"^  ([a-z_]\S*)( {2,}|,| |$)", line)
+        if not listing or not m:
+            continue
+        first, gap = m.groups()
+        if gap == " " and not re.search(r"[=\[,]", first):
+            continue  # prose ("and other generic options ...")
+        tokens = [first]
+        rest = line.strip().split()[1:]
+        while tokens[-1].endswith(",") and rest:
+            tokens.append(rest.pop(0))
+        for t in tokens:
+            n = re.match(r"([a-z_]+)(?![a-z_-])", t)  # not "x-*"
+            if n:
+                names.add(n.group(1))
+    return names
+
+
+def man_option_names(scd):
+    """Option names the man page defines under MOUNT OPTIONS (each
+    definition line starts with "*name", several separated by ", ")."""
+    scd = scd.replace("\\_", "_")
+    start = scd.index("# MOUNT OPTIONS")
+    sec = scd[start:scd.index("\n# ", start + 1)]
+    names = set()
+    for line in sec.splitlines():
+        if line.startswith("*"):
+            for item in line.split(", "):
+                n = re.match(r"\*([a-z_]+)(?=[=*\[])", item)
+                if n:
+                    names.add(n.group(1))
+    return names
+
+
+def test_help_and_man_page_list_the_same_options():
+    """--help and docs/man/sqfs-lazy-mount.1.scd name the same -o options,
+    so neither falls behind when an option is added. The man page may
+    also spell out a "no" form of an option --help shows with [=on|off]."""
+    util.require_daemon()
+    out = subprocess.run(util.daemon_base_cmd() + ["--help"],
+                         capture_output=True, text=True, check=True).stdout
+    src = os.environ.get("LSQ_SOURCE_DIR") or os.path.join(
+        os.path.dirname(__file__), "..", "..")
+    with open(os.path.join(src, "docs", "man",
+                           "sqfs-lazy-mount.1.scd")) as f:
+        man = man_option_names(f.read())
+    helped = help_option_names(out)
+    assert len(helped) > 40 and "idle_poll" in helped, sorted(helped)
+    assert helped - man == set(), "in --help, not in the man page"
+    assert {n for n in man - helped
+            if not (n.startswith("no") and n[2:] in helped)} == set(), \
+        "in the man page, not in --help"
+
+
 CPU_LATENCY = "/dev/cpu_dma_latency"
 
 

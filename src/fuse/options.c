@@ -73,6 +73,18 @@ static int bad_value(const char *name, const char *value, const char *expect)
 	return LSQ_ERR_INVALID;
 }
 
+/* A switch: "name" or "name=on|1" turns it on, "name=off|0" off. */
+static int parse_on_off(const char *name, const char *value, bool *out)
+{
+	if (!value || !strcmp(value, "1") || !strcmp(value, "on"))
+		*out = true;
+	else if (!strcmp(value, "0") || !strcmp(value, "off"))
+		*out = false;
+	else
+		return bad_value(name, value, "on, off, 1 or 0");
+	return LSQ_OK;
+}
+
 static int parse_uint(const char *name, const char *value, uint64_t min,
 		      uint64_t max, uint64_t *out)
 {
@@ -240,13 +252,7 @@ static int parse_item(struct lsq_mount_options *opt, char *item,
 			opt->busy_poll_us = (unsigned)v;
 		return err;
 	} else if (IS("idle_poll")) {
-		if (!value || !strcmp(value, "1") || !strcmp(value, "on"))
-			opt->idle_poll = true;
-		else if (!strcmp(value, "0") || !strcmp(value, "off"))
-			opt->idle_poll = false;
-		else
-			return bad_value(name, value, "on, off, 1 or 0");
-		return LSQ_OK;
+		return parse_on_off(name, value, &opt->idle_poll);
 	} else if (IS("decomp")) {
 		NEED_VALUE();
 		return parse_decomp(value, &opt->image_opts.decomp_contexts);
@@ -337,18 +343,17 @@ static int parse_item(struct lsq_mount_options *opt, char *item,
 		opt->block_cache_given = true;
 		return parse_bytes(name, value,
 				   &opt->cache_opts.block_cache_bytes);
-	} else if (IS("prefetch_metadata") || IS("noprefetch_metadata")) {
-		if (!value)
-			opt->prefetch_metadata = IS("prefetch_metadata");
-		else if (IS("noprefetch_metadata"))
-			NO_VALUE();
-		else if (!strcmp(value, "1") || !strcmp(value, "on"))
-			opt->prefetch_metadata = 1;
-		else if (!strcmp(value, "0") || !strcmp(value, "off"))
-			opt->prefetch_metadata = 0;
-		else
-			return bad_value(name, value, "on, off, 1 or 0");
+	} else if (IS("noprefetch_metadata")) {
+		NO_VALUE();
+		opt->prefetch_metadata = 0;
 		return LSQ_OK;
+	} else if (IS("prefetch_metadata")) {
+		bool on;
+
+		err = parse_on_off(name, value, &on);
+		if (!err)
+			opt->prefetch_metadata = on;
+		return err;
 	} else if (IS("cache_dir")) {
 		char *copy;
 

@@ -191,7 +191,8 @@ static enum role settle(struct request_loop *lp, bool was_reading)
 		if (was_reading)
 			lp->free_readers--;
 		role = lp->seat_taken ? FOLLOWER : LEADER;
-		lp->seat_taken = true;
+		if (role == LEADER)
+			lp->seat_taken = true;
 	}
 	pthread_mutex_unlock(&lp->mu);
 	return role;

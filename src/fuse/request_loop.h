@@ -2,7 +2,8 @@
 /*
  * request_loop.h - the daemon's FUSE request loop: one leader thread reads
  * /dev/fuse and busy-polls it briefly before sleeping; quick requests are
- * answered by the leader itself, slow ones are handed to a woken follower.
+ * answered by the leader itself; for a slow one it lets another thread read
+ * on (a free reader already waiting, else a woken follower) and answers it.
  * See request_loop.c for why.
  */
 #ifndef LSQ_FUSE_REQUEST_LOOP_H

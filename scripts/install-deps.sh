@@ -5,7 +5,7 @@ set -euo pipefail
 
 PKGS=(
 	meson ninja-build pkg-config gcc clang
-	libfuse3-dev fuse3 libcurl4-openssl-dev
+	libfuse3-dev fuse3 libcurl4-openssl-dev liburing-dev
 	zlib1g-dev liblzma-dev liblz4-dev liblzo2-dev libzstd-dev
 	libarchive-dev libarchive-tools zstd
 	squashfs-tools squashfs-tools-ng squashfuse

@@ -185,6 +185,10 @@ struct lsq_image_stats {
 	 * bytes fetched ahead, transfers running now */
 	uint64_t http_requests, http_bytes, http_retries, http_failures;
 	uint64_t http_memory_hits, http_readahead_bytes, http_in_flight;
+	/* the mount daemon's, 0 from lsq_image_get_stats(): ring threads
+	 * registered for FUSE over io_uring (0: requests come over
+	 * /dev/fuse) and requests they answered */
+	uint64_t fuse_ring_threads, fuse_ring_requests;
 };
 void lsq_image_get_stats(const struct lsq_image *img,
 			 struct lsq_image_stats *out);

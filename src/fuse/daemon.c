@@ -40,6 +40,7 @@
 #include "fuse/mount.h"
 #include "fuse/options.h"
 #include "fuse/request_loop.h"
+#include "fuse/uring.h"
 #include "fuse/stats.h"
 #include "lsq/error.h"
 #include "lsq/source.h"
@@ -77,7 +78,7 @@ static void log_stats(struct lsq_mount *m)
 	struct lsq_image_stats st;
 	char line[2048];
 
-	lsq_image_get_stats(m->img, &st);
+	lsq_mount_get_stats(m, &st);
 	lsq_stats_format_line(&st, line, sizeof(line));
 	lsq_log(LSQ_LOG_INFO, "stats: %s", line);
 	log_http_stats();
@@ -271,6 +272,17 @@ static int run_loop(struct fuse_session *se, struct lsq_mount *m,
 	return lsq_request_loop_run(se, &lo);
 }
 
+/* Ring threads per CPU queue: the request threads spread over the CPUs,
+ * at least two, so one waiting for the network leaves its CPU's callers
+ * another thread. */
+static unsigned ring_threads_per_queue(const struct lsq_mount_options *opt)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_CONF);
+	unsigned per = opt->threads / (unsigned)(cpus > 0 ? cpus : 1);
+
+	return per < 2 ? 2 : per;
+}
+
 static int open_image_named(const struct lsq_mount_options *opt,
 			    const char *shown, struct lsq_image **img);
 
@@ -363,6 +375,7 @@ static int run_mount(struct lsq_mount_options *opt)
 	};
 	struct stats_watcher watcher = { .running = false };
 	struct ready_notifier ready = { .running = false };
+	struct lsq_uring *uring = NULL;
 	struct fuse_session *se;
 	struct stat below;
 	char *shown = NULL;
@@ -411,6 +424,9 @@ static int run_mount(struct lsq_mount_options *opt)
 
 	/* no fork after this point: background fetches may use threads */
 	lsq_source_http_allow_threads(http_source);
+	if (opt->io_uring && !opt->single_thread)
+		uring = lsq_uring_start(se, ring_threads_per_queue(opt));
+	m.uring = uring;  /* before the stats watcher reads it */
 	start_watcher(&watcher, &m);
 	shown = lsq_url_redact(opt->image);
 	ready.mountpoint = opt->mountpoint;
@@ -434,6 +450,7 @@ static int run_mount(struct lsq_mount_options *opt)
 
 out_unmount:
 	fuse_session_unmount(se);
+	lsq_uring_stop(uring);  /* the unmount ended the rings' fetches */
 out_remove_handlers:
 	fuse_remove_signal_handlers(se);
 out_destroy:

@@ -26,6 +26,7 @@
 #define LSQ_STATS_XATTR "user.sqfs-lazy.stats"
 
 struct lsq_handle;
+struct lsq_uring;
 
 struct lsq_mount {
 	struct lsq_image *img;
@@ -34,6 +35,7 @@ struct lsq_mount {
 	double attr_timeout;
 	unsigned max_read;      /* -o max_read, 0 when not given */
 	struct fuse_session *se; /* set by the daemon before the loop runs */
+	struct lsq_uring *uring; /* same; NULL: requests over /dev/fuse */
 	/* a local file: a metadata miss is a pread, never a network wait */
 	bool local_image;
 	struct lsq_page_store page_store; /* initialised in init */
@@ -51,6 +53,10 @@ struct lsq_mount {
 };
 
 extern const struct fuse_lowlevel_ops lsq_fuse_ops;
+
+/* The image's counters and the FUSE layer's. */
+void lsq_mount_get_stats(const struct lsq_mount *m,
+			 struct lsq_image_stats *st);
 
 /* lsq_request_loop_options.answer_inline: requests answered from memory,
  * which the loop's reader may answer itself. ctx is the struct lsq_mount. */

@@ -19,6 +19,7 @@
 #include "common/scratch.h"
 #include "fuse/inode_map.h"
 #include "fuse/mount.h"
+#include "fuse/uring.h"
 #include "fuse/reply.h"
 #include "fuse/stats.h"
 #include "lsq/error.h"
@@ -505,6 +506,14 @@ static void reply_xattr_value(fuse_req_t req, const void *buf, size_t size,
 		fuse_reply_buf(req, buf, needed);
 }
 
+void lsq_mount_get_stats(const struct lsq_mount *m,
+			 struct lsq_image_stats *st)
+{
+	lsq_image_get_stats(m->img, st);
+	lsq_uring_get_stats(m->uring, &st->fuse_ring_threads,
+			    &st->fuse_ring_requests);
+}
+
 /* The counters as the value of LSQ_STATS_XATTR on the root. */
 static void reply_stats(fuse_req_t req, struct lsq_mount *m, size_t size)
 {
@@ -518,7 +527,7 @@ static void reply_stats(fuse_req_t req, struct lsq_mount *m, size_t size)
 		fuse_reply_xattr(req, lsq_stats_max_len());
 		return;
 	}
-	lsq_image_get_stats(m->img, &st);
+	lsq_mount_get_stats(m, &st);
 	len = lsq_stats_format(&st, NULL, 0);
 	if (len > size) {
 		lsq_reply_err(req, LSQ_ERR_RANGE);

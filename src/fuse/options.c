@@ -253,6 +253,8 @@ static int parse_item(struct lsq_mount_options *opt, char *item,
 		return err;
 	} else if (IS("idle_poll")) {
 		return parse_on_off(name, value, &opt->idle_poll);
+	} else if (IS("io_uring")) {
+		return parse_on_off(name, value, &opt->io_uring);
 	} else if (IS("decomp")) {
 		NEED_VALUE();
 		return parse_decomp(value, &opt->image_opts.decomp_contexts);
@@ -561,6 +563,7 @@ int lsq_mount_options_parse(struct lsq_mount_options *opt, int argc,
 	opt->mode = LSQ_MODE_MOUNT;
 	opt->threads = lsq_default_threads();
 	opt->busy_poll_us = lsq_default_busy_poll_us();
+	opt->io_uring = true;
 	opt->entry_timeout = LSQ_DEFAULT_TIMEOUT;
 	opt->attr_timeout = LSQ_DEFAULT_TIMEOUT;
 	lsq_image_options_default(&opt->image_opts);
@@ -740,6 +743,10 @@ void lsq_mount_options_help(FILE *out)
 "                          of halting (CPU latency PM QoS; needs root): faster\n"
 "                          round trips on VMs, at the idle CPUs' expense\n"
 "                          (default off)\n"
+"  io_uring[=on|off]       take requests over io_uring, each on the CPU of its\n"
+"                          caller, when the kernel offers it (fuse module\n"
+"                          parameter enable_uring=1), else over /dev/fuse\n"
+"                          (default on)\n"
 "  decomp=single|percpu|N  decompression contexts (default %s)\n"
 "  metadata_cache=SIZE     decompressed metadata cache (default %s)\n"
 "  data_cache=SIZE         decompressed data block cache (default %s)\n"

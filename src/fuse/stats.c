@@ -45,6 +45,8 @@ static const struct {
 	C(http_memory_hits),
 	C(http_readahead_bytes),
 	C(http_in_flight),
+	C(fuse_ring_threads),
+	C(fuse_ring_requests),
 #undef C
 };
 

@@ -200,9 +200,20 @@ def unmount_and_wait(m, seconds=15):
     return "\n".join(out)
 
 
+@pytest.fixture
+def transport(request):
+    """Requests over /dev/fuse, or over FUSE io_uring rings (src/fuse/
+    uring.c: threads bound to CPUs, replies through a custom writev)."""
+    with util.fuse_uring_switch() as set_switch:
+        set_switch(request.param == "io_uring")
+        yield request.param
+
+
+@pytest.mark.parametrize("transport", ["dev_fuse", "io_uring"],
+                         indirect=True)
 @pytest.mark.parametrize("via", ["file", "http"])
 def test_parallel_overlapping_reads(image, request, tmp_path, monkeypatch,
-                                    via):
+                                    via, transport):
     prefix = tsan_env(tmp_path, monkeypatch)
     src = image["path"]
     # small caches: threads evict each other's blocks and miss together
@@ -216,9 +227,14 @@ def test_parallel_overlapping_reads(image, request, tmp_path, monkeypatch,
     if prefix:
         with open("/proc/%d/environ" % m.pid, "rb") as f:
             assert b"TSAN_OPTIONS=halt_on_error=1" in f.read()
+    if transport == "io_uring":
+        assert util.wait_until(lambda: util.daemon_stats(mnt)[
+            "fuse_ring_threads"] > 0, 10), util.daemon_stats(mnt)
     t0 = time.monotonic()
     try:
         errors, n = hammer(mnt, image["files"], 1 if via == "file" else 2)
+        if transport == "io_uring":
+            assert util.daemon_stats(mnt)["fuse_ring_requests"] > 100
         # a second round with a cold kernel page cache: drop it for us
         for name in list(image["files"])[:8]:
             fd = os.open(os.path.join(mnt, name), os.O_RDONLY)

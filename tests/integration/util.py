@@ -3,6 +3,7 @@
 comparison, and a minimal SquashFS reader used to locate blocks to corrupt.
 """
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -242,6 +243,38 @@ def thread_names(pid):
         except OSError:  # the thread ended meanwhile
             pass
     return names
+
+
+FUSE_URING_SWITCH = "/sys/module/fuse/parameters/enable_uring"
+
+
+@contextlib.contextmanager
+def fuse_uring_switch():
+    """Yields set(on) for the fuse module's enable_uring (machine-wide:
+    FUSE over io_uring for mounts made while on) and puts it back."""
+    require_root()
+    require(os.path.exists(FUSE_URING_SWITCH),
+            "this kernel has no FUSE over io_uring (%s)" % FUSE_URING_SWITCH)
+    with open(FUSE_URING_SWITCH) as f:
+        old = f.read().strip()
+
+    def set_switch(on):
+        with open(FUSE_URING_SWITCH, "w") as f:
+            f.write("Y" if on else "N")
+
+    try:
+        yield set_switch
+    finally:
+        with open(FUSE_URING_SWITCH, "w") as f:
+            f.write(old)
+
+
+def daemon_stats(mnt):
+    """The counters of a running mount (sqfs-lazy-mount --stats)."""
+    out = subprocess.run(daemon_base_cmd() + ["--stats", mnt],
+                         capture_output=True, timeout=30, check=True).stdout
+    return {k: int(v) for k, v in
+            (ln.split() for ln in out.decode().splitlines())}
 
 
 class FuseMount:

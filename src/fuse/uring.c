@@ -1,0 +1,607 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * uring.c - FUSE over io_uring (kernel 6.14+, fuse.enable_uring=1).
+ *
+ * Why: over /dev/fuse, a request wakes whichever daemon thread reads, on
+ * whichever CPU, and the caller's CPU goes idle until the reply. On a VM
+ * without guest halt polling that idle CPU halts, and waking it for the
+ * reply costs tens of microseconds; a metadata walk is a chain of such
+ * round trips (find waits for each readdir). With io_uring the kernel
+ * queues a request on the queue of the CPU its caller runs on, and the
+ * thread it wakes for it is bound to that CPU: the caller blocks, our
+ * thread runs in its place on the same CPU, answers, and the caller runs
+ * again, with no cross-CPU wakeup and no halted CPU in between, as when
+ * the kernel's own squashfs reads.
+ *
+ * How: per possible CPU (the kernel wants a queue for each) we run a few
+ * threads, bound to that CPU. Each owns a small ring and one ring entry
+ * (a header buffer and a payload buffer the kernel copies requests into),
+ * so a thread busy with a slow request (a network fetch) holds no entry
+ * another request could wait on. A request is copied into one contiguous
+ * buffer and handed to libfuse's fuse_session_process_buf(), as the
+ * /dev/fuse loop does. libfuse sends every reply through the session's
+ * custom writev, installed here: a reply to a ring request (ops.c answers
+ * on the thread that received the request) goes into the thread's entry
+ * and is committed with COMMIT_AND_FETCH, which also waits for the next
+ * request; anything else (notifications, replies to /dev/fuse requests)
+ * is written to /dev/fuse as before.
+ *
+ * Same-CPU handoff: the commit wakes the caller, and the scheduler puts a
+ * woken task on an idle CPU rather than behind the running waker (FUSE
+ * does not wake "sync" as pipes do), so the caller would hop to the other,
+ * halted CPU at every reply. For the commit our thread therefore runs as
+ * SCHED_IDLE: a CPU running only SCHED_IDLE tasks counts as idle, the
+ * caller stays on its CPU and preempts us at once. We switch back to
+ * SCHED_OTHER as soon as we run again. Where a busy CPU kept us waiting
+ * as SCHED_IDLE for long (another task ran first), the thread hands off
+ * plainly for a while. Only where switching back is allowed (root,
+ * CAP_SYS_NICE or RLIMIT_NICE), probed once on a throwaway thread.
+ *
+ * The kernel switches from /dev/fuse to the rings only once every queue has
+ * an entry registered, and it still sends INIT, FORGET and INTERRUPT over
+ * /dev/fuse, so the /dev/fuse loop runs alongside. We do not announce
+ * FUSE_OVER_IO_URING in the INIT reply: it would make the kernel hold every
+ * request until the rings are up, and registration works without it.
+ * At unmount the kernel ends every pending fetch with -ENOTCONN.
+ */
+
+#include "fuse/uring.h"
+
+#include "lsq_config.h"
+
+#include <stdlib.h>
+
+#include "common/log.h"
+
+#if LSQ_HAVE_LIBURING
+
+#define FUSE_USE_VERSION 312
+
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <linux/fuse.h>
+#include <liburing.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The io_uring part of the FUSE ABI (7.42), which Debian 12's
+ * <linux/fuse.h> predates. */
+#define RING_IN_OUT_HEADER_SZ 128
+#define RING_OP_IN_OUT_SZ 128
+#define RING_CMD_REGISTER 1u
+#define RING_CMD_COMMIT_AND_FETCH 2u
+
+struct ring_ent_in_out {
+	uint64_t flags;
+	uint64_t commit_id;
+	uint32_t payload_sz;
+	uint32_t padding;
+	uint64_t reserved;
+};
+
+struct ring_req_header {
+	char in_out[RING_IN_OUT_HEADER_SZ];
+	char op_in[RING_OP_IN_OUT_SZ];
+	struct ring_ent_in_out ent_in_out;
+};
+
+/* In the 80-byte command area of a 128-byte SQE. */
+struct ring_cmd_req {
+	uint64_t flags;
+	uint64_t commit_id;
+	uint16_t qid;
+	uint8_t padding[6];
+};
+
+_Static_assert(sizeof(struct ring_req_header) == 288, "FUSE ring ABI");
+_Static_assert(sizeof(struct ring_cmd_req) == 24, "FUSE ring ABI");
+
+/* The most a request's payload or a reply's can be: libfuse's largest
+ * max_write/max_pages (1 MiB) plus a page; the kernel refuses buffers
+ * smaller than its own maximum. */
+#define PAYLOAD_CAP ((size_t)1 << 20)
+
+/* How long a thread waits for the session's INIT before giving up. */
+#define INIT_WAIT_MS 10000
+
+/* A commit that kept us off the CPU longer than this as SCHED_IDLE means
+ * other tasks want the CPU: hand off plainly for HANDOFF_PAUSE_NS. */
+#define HANDOFF_SLOW_NS 2000000u
+#define HANDOFF_PAUSE_NS 1000000000u
+
+struct lsq_uring;
+
+struct ring_thread {
+	struct lsq_uring *u;
+	unsigned qid;
+	pthread_t tid;
+	bool started;
+	bool ring_ready;        /* ring set up (by the thread itself) */
+	struct io_uring ring;
+	struct ring_req_header *hdr;
+	char *payload;
+	char *request;          /* contiguous copy for libfuse */
+	struct iovec iov[2];
+	uint64_t unique;        /* request being answered */
+	bool replied;           /* its reply is in the entry */
+	uint64_t handoff_after; /* no SCHED_IDLE commits before (ns) */
+	atomic_uint_fast64_t requests; /* answered; only this thread adds */
+};
+
+struct lsq_uring {
+	struct fuse_session *se;
+	int fd;
+	unsigned nqueues;
+	unsigned nthreads;
+	atomic_bool stopping;
+	atomic_uint registered; /* threads whose entry the kernel holds */
+	atomic_uint failed;     /* threads that gave up */
+	atomic_bool idle_handoff; /* commits may run as SCHED_IDLE */
+	struct ring_thread *threads;
+};
+
+static __thread struct ring_thread *current_thread;
+
+/* The custom writev of the session: replies to the request this thread
+ * took from its ring go into the ring entry; everything else to fd. */
+static ssize_t ring_writev(int fd, struct iovec *iov, int count,
+			   void *userdata)
+{
+	struct ring_thread *t = current_thread;
+	struct fuse_out_header *oh;
+	size_t used = 0, total = 0;
+	int i;
+
+	(void)userdata;
+	if (!t || count < 1 || iov[0].iov_len != sizeof(*oh))
+		return writev(fd, iov, count);
+	oh = iov[0].iov_base;
+	if (oh->unique != t->unique || t->replied)
+		return writev(fd, iov, count);
+	for (i = 1; i < count; i++) {
+		if (iov[i].iov_len > PAYLOAD_CAP - used)
+			return -EINVAL; /* libfuse then answers an error */
+		memcpy(t->payload + used, iov[i].iov_base, iov[i].iov_len);
+		used += iov[i].iov_len;
+	}
+	memcpy(t->hdr->in_out, oh, sizeof(*oh));
+	t->hdr->ent_in_out.payload_sz = (uint32_t)used;
+	t->replied = true;
+	for (i = 0; i < count; i++)
+		total += iov[i].iov_len;
+	return (ssize_t)total;
+}
+
+static ssize_t plain_read(int fd, void *buf, size_t len, void *userdata)
+{
+	(void)userdata;
+	return read(fd, buf, len);
+}
+
+static const struct fuse_custom_io ring_io = {
+	.writev = ring_writev,
+	.read = plain_read,
+};
+
+/* Queues a REGISTER or COMMIT_AND_FETCH for the thread's entry. */
+static int submit_cmd(struct ring_thread *t, uint32_t op, uint64_t commit)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&t->ring);
+	struct ring_cmd_req *req;
+
+	if (!sqe)
+		return -EBUSY;
+	memset(sqe, 0, 2 * sizeof(*sqe));  /* SQE128 */
+	sqe->opcode = IORING_OP_URING_CMD;
+	sqe->fd = t->u->fd;
+	sqe->cmd_op = op;
+	if (op == RING_CMD_REGISTER) {
+		sqe->addr = (uint64_t)(uintptr_t)t->iov;
+		sqe->len = 2;
+	}
+	req = (struct ring_cmd_req *)sqe->cmd;
+	req->commit_id = commit;
+	req->qid = (uint16_t)t->qid;
+	return io_uring_submit(&t->ring) == 1 ? 0 : -EIO;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int set_policy(int policy)
+{
+	struct sched_param sp = { .sched_priority = 0 };
+
+	return sched_setscheduler(0, policy, &sp);
+}
+
+/* Commits the reply and fetches the next request; see "Same-CPU handoff"
+ * at the top. */
+static int commit(struct ring_thread *t, uint64_t unique)
+{
+	uint64_t start;
+	int res;
+
+	if (!atomic_load_explicit(&t->u->idle_handoff, memory_order_relaxed))
+		return submit_cmd(t, RING_CMD_COMMIT_AND_FETCH, unique);
+	start = now_ns();
+	if (start < t->handoff_after || set_policy(SCHED_IDLE) != 0)
+		return submit_cmd(t, RING_CMD_COMMIT_AND_FETCH, unique);
+	res = submit_cmd(t, RING_CMD_COMMIT_AND_FETCH, unique);
+	if (set_policy(SCHED_OTHER) != 0) {
+		/* Only if someone lowered our RLIMIT_NICE since the probe:
+		 * this thread stays slow under load, the others stop. */
+		lsq_warn("io_uring: cannot leave SCHED_IDLE (%s); no more "
+			 "same-CPU handoffs", strerror(errno));
+		atomic_store(&t->u->idle_handoff, false);
+	}
+	if (now_ns() - start > HANDOFF_SLOW_NS)
+		t->handoff_after = now_ns() + HANDOFF_PAUSE_NS;
+	return res;
+}
+
+static void *probe_main(void *arg)
+{
+	bool *ok = arg;
+
+	*ok = set_policy(SCHED_IDLE) == 0 && set_policy(SCHED_OTHER) == 0;
+	return NULL;
+}
+
+/* Whether a thread of ours may go SCHED_IDLE and come back; tried on a
+ * thread of its own, which may stay SCHED_IDLE when it may not. */
+static bool idle_handoff_allowed(void)
+{
+	pthread_t tid;
+	bool ok = false;
+
+	if (pthread_create(&tid, NULL, probe_main, &ok) != 0)
+		return false;
+	pthread_join(tid, NULL);
+	return ok;
+}
+
+/* Hands the request now in the entry to libfuse; returns the unique to
+ * commit, with the reply (or an error reply) in the entry. */
+static uint64_t answer(struct ring_thread *t)
+{
+	const struct fuse_in_header *in = (const void *)t->hdr->in_out;
+	struct fuse_out_header *oh = (void *)t->hdr->in_out;
+	uint32_t payload = t->hdr->ent_in_out.payload_sz;
+	uint64_t unique = in->unique;
+	size_t op_len;
+	struct fuse_buf buf;
+
+	/* The kernel put in_args[0] (the opcode's fixed part, maybe empty)
+	 * in op_in and the rest in the payload; in->len counts them all. */
+	if (in->len < sizeof(*in) || payload > PAYLOAD_CAP ||
+	    in->len - sizeof(*in) < payload ||
+	    in->len - sizeof(*in) - payload > RING_OP_IN_OUT_SZ) {
+		lsq_log_once(0, LSQ_LOG_WARNING,
+			     "io_uring: malformed request (opcode %u, length "
+			     "%u, payload %u); answering EIO", in->opcode,
+			     in->len, payload);
+		goto fail;
+	}
+	op_len = in->len - sizeof(*in) - payload;
+	memcpy(t->request, in, sizeof(*in));
+	memcpy(t->request + sizeof(*in), t->hdr->op_in, op_len);
+	memcpy(t->request + sizeof(*in) + op_len, t->payload, payload);
+	t->unique = unique;
+	t->replied = false;
+	buf = (struct fuse_buf){ .size = in->len, .mem = t->request };
+	fuse_session_process_buf(t->u->se, &buf);
+	t->unique = 0;
+	if (t->replied)
+		return unique;
+	/* Every request the kernel sends over a ring wants an answer. */
+	lsq_log_once(0, LSQ_LOG_WARNING,
+		     "io_uring: no reply to opcode %u; answering EIO",
+		     in->opcode);
+fail:
+	memset(oh, 0, sizeof(*oh));
+	oh->len = sizeof(*oh);
+	oh->error = -EIO;
+	oh->unique = unique;
+	t->hdr->ent_in_out.payload_sz = 0;
+	return unique;
+}
+
+static void bind_to_cpu(unsigned cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	/* A CPU outside our cpuset: run anywhere, still correct. */
+	(void)sched_setaffinity(0, sizeof(set), &set);
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000,
+			       .tv_nsec = (long)(ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Registers the entry; once the kernel holds it, returns 0 and the first
+ * request (or the end) comes as the REGISTER's completion. */
+static int register_entry(struct ring_thread *t)
+{
+	struct __kernel_timespec ts = { .tv_nsec = 50 * 1000000 };
+	struct io_uring_cqe *cqe;
+	unsigned waited = 0;
+	int res;
+
+	for (;;) {
+		if (atomic_load(&t->u->stopping))
+			return -ECANCELED;
+		res = submit_cmd(t, RING_CMD_REGISTER, 0);
+		if (res)
+			return res;
+		/* No completion within 50 ms: the kernel keeps the entry
+		 * waiting for a request, i.e. accepted it. */
+		res = io_uring_wait_cqe_timeout(&t->ring, &cqe, &ts);
+		if (res == -ETIME)
+			return 0;
+		if (res)
+			return res;
+		res = cqe->res;
+		if (res >= 0)
+			return 0; /* a request came already: leave the cqe */
+		io_uring_cqe_seen(&t->ring, cqe);
+		/* -EAGAIN: INIT not answered yet */
+		if (res != -EAGAIN || waited >= INIT_WAIT_MS)
+			return res;
+		sleep_ms(1);
+		waited++;
+	}
+}
+
+static void *ring_thread_main(void *arg)
+{
+	struct ring_thread *t = arg;
+	struct lsq_uring *u = t->u;
+	struct io_uring_cqe *cqe;
+	int res;
+
+	pthread_setname_np(pthread_self(), "sqfs-ring");
+	bind_to_cpu(t->qid);
+	current_thread = t;
+	/* Only this thread submits, and completions (a request for us)
+	 * matter only when it waits: the kernel then runs their work in
+	 * our wait instead of interrupting us for it. */
+	res = io_uring_queue_init(2, &t->ring, IORING_SETUP_SQE128 |
+				  IORING_SETUP_SINGLE_ISSUER |
+				  IORING_SETUP_DEFER_TASKRUN);
+	if (res == -EINVAL)  /* before 6.1; FUSE rings came in 6.14 */
+		res = io_uring_queue_init(2, &t->ring, IORING_SETUP_SQE128);
+	if (res == 0) {
+		t->ring_ready = true;
+		res = register_entry(t);
+	}
+	if (res) {
+		if (res != -ECANCELED)
+			lsq_debug("io_uring: queue %u: cannot register: %s",
+				  t->qid, strerror(-res));
+		atomic_fetch_add(&u->failed, 1);
+		return NULL;
+	}
+	atomic_fetch_add(&u->registered, 1);
+	for (;;) {
+		/* The kernel ends our fetch at unmount; the timeout only
+		 * bounds how long a stop waits when it does not. */
+		struct __kernel_timespec ts = { .tv_sec = 1 };
+		uint64_t unique;
+
+		res = io_uring_wait_cqe_timeout(&t->ring, &cqe, &ts);
+		if (res == -EINTR || res == -ETIME) {
+			if (atomic_load(&u->stopping))
+				break;
+			continue;
+		}
+		if (res)
+			break;
+		res = cqe->res;
+		io_uring_cqe_seen(&t->ring, cqe);
+		if (res < 0) {
+			/* -ENOTCONN: unmounted; anything else leaves this
+			 * queue one entry short, which the others cover. */
+			if (res != -ENOTCONN && res != -ECONNABORTED &&
+			    res != -ECANCELED)
+				lsq_warn("io_uring: queue %u: %s", t->qid,
+					 strerror(-res));
+			break;
+		}
+		unique = answer(t);
+		atomic_store_explicit(&t->requests, atomic_load_explicit(
+			&t->requests, memory_order_relaxed) + 1,
+			memory_order_relaxed);
+		if (commit(t, unique) != 0)
+			break;
+	}
+	atomic_fetch_sub(&u->registered, 1);
+	current_thread = NULL;
+	return NULL;
+}
+
+static void free_thread_buffers(struct ring_thread *t)
+{
+	free(t->hdr);
+	free(t->payload);
+	free(t->request);
+}
+
+static int init_thread(struct lsq_uring *u, struct ring_thread *t,
+		       unsigned qid)
+{
+	t->u = u;
+	t->qid = qid;
+	t->hdr = malloc(sizeof(*t->hdr));
+	t->payload = malloc(PAYLOAD_CAP);
+	t->request = malloc(sizeof(struct fuse_in_header) +
+			    RING_OP_IN_OUT_SZ + PAYLOAD_CAP);
+	if (!t->hdr || !t->payload || !t->request) {
+		free_thread_buffers(t);
+		return -ENOMEM;
+	}
+	memset(t->hdr, 0, sizeof(*t->hdr));
+	t->iov[0] = (struct iovec){ t->hdr, sizeof(*t->hdr) };
+	t->iov[1] = (struct iovec){ t->payload, PAYLOAD_CAP };
+	return 0;
+}
+
+/* The fuse module's switch; absent on kernels without FUSE over io_uring. */
+static bool kernel_offers_uring(void)
+{
+	char c = 'N';
+	FILE *f = fopen("/sys/module/fuse/parameters/enable_uring", "re");
+
+	if (!f)
+		return false;
+	if (fread(&c, 1, 1, f) != 1)
+		c = 'N';
+	fclose(f);
+	return c == 'Y' || c == '1';
+}
+
+/* The kernel numbers queues 0..num_possible_cpus()-1. */
+static unsigned possible_cpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_CONF);
+
+	return n > 0 ? (unsigned)n : 1;
+}
+
+struct lsq_uring *lsq_uring_start(struct fuse_session *se,
+				  unsigned threads_per_queue)
+{
+	struct lsq_uring *u;
+	unsigned q, i, n;
+
+	if (!kernel_offers_uring()) {
+		lsq_debug("io_uring: the kernel does not offer FUSE over "
+			  "io_uring (fuse.enable_uring); using /dev/fuse");
+		return NULL;
+	}
+	u = calloc(1, sizeof(*u));
+	if (!u)
+		return NULL;
+	u->se = se;
+	u->fd = fuse_session_fd(se);
+	u->nqueues = possible_cpus();
+	u->nthreads = u->nqueues * (threads_per_queue ? threads_per_queue : 1);
+	atomic_init(&u->stopping, false);
+	atomic_init(&u->registered, 0);
+	atomic_init(&u->failed, 0);
+	u->threads = calloc(u->nthreads, sizeof(*u->threads));
+	if (!u->threads)
+		goto fail;
+	for (i = 0; i < u->nthreads; i++) {
+		if (init_thread(u, &u->threads[i], i % u->nqueues)) {
+			lsq_debug("io_uring: out of memory; using /dev/fuse");
+			u->nthreads = i;
+			goto fail;
+		}
+	}
+	atomic_init(&u->idle_handoff, idle_handoff_allowed());
+	/* From here on libfuse sends every message through ring_writev. */
+	if (fuse_session_custom_io(se, &ring_io, u->fd) != 0) {
+		lsq_debug("io_uring: libfuse refused the reply hook");
+		goto fail;
+	}
+	for (n = 0; n < u->nthreads; n++) {
+		struct ring_thread *t = &u->threads[n];
+
+		if (pthread_create(&t->tid, NULL, ring_thread_main, t) != 0)
+			break;
+		t->started = true;
+	}
+	if (n < u->nthreads)
+		lsq_warn("io_uring: started %u of %u ring threads", n,
+			 u->nthreads);
+	q = u->nthreads / u->nqueues;
+	lsq_debug("io_uring: %u queues x %u threads%s", u->nqueues, q,
+		  atomic_load(&u->idle_handoff) ? ", same-CPU handoff" : "");
+	return u;
+
+fail:
+	for (i = 0; i < u->nthreads; i++)
+		free_thread_buffers(&u->threads[i]);
+	free(u->threads);
+	free(u);
+	return NULL;
+}
+
+void lsq_uring_get_stats(const struct lsq_uring *u, uint64_t *threads,
+			 uint64_t *requests)
+{
+	uint64_t sum = 0;
+
+	*threads = 0;
+	*requests = 0;
+	if (!u)
+		return;
+	for (unsigned i = 0; i < u->nthreads; i++)
+		sum += atomic_load_explicit(&u->threads[i].requests,
+					    memory_order_relaxed);
+	*threads = atomic_load(&u->registered);
+	*requests = sum;
+}
+
+void lsq_uring_stop(struct lsq_uring *u)
+{
+	unsigned i;
+
+	if (!u)
+		return;
+	atomic_store(&u->stopping, true);
+	for (i = 0; i < u->nthreads; i++) {
+		if (u->threads[i].started)
+			pthread_join(u->threads[i].tid, NULL);
+		if (u->threads[i].ring_ready)
+			io_uring_queue_exit(&u->threads[i].ring);
+		free_thread_buffers(&u->threads[i]);
+	}
+	free(u->threads);
+	free(u);
+}
+
+#else /* !LSQ_HAVE_LIBURING */
+
+struct lsq_uring *lsq_uring_start(struct fuse_session *se,
+				  unsigned threads_per_queue)
+{
+	(void)se;
+	(void)threads_per_queue;
+	lsq_debug("io_uring: not built in (no liburing); using /dev/fuse");
+	return NULL;
+}
+
+void lsq_uring_stop(struct lsq_uring *u)
+{
+	(void)u;
+}
+
+void lsq_uring_get_stats(const struct lsq_uring *u, uint64_t *threads,
+			 uint64_t *requests)
+{
+	(void)u;
+	*threads = 0;
+	*requests = 0;
+}
+
+#endif

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * uring.h - FUSE over io_uring: the kernel hands each request to a queue
+ * of the CPU its caller runs on, and our threads for that queue, bound to
+ * that CPU, answer it there. See uring.c for why and how.
+ */
+#ifndef LSQ_FUSE_URING_H
+#define LSQ_FUSE_URING_H
+
+#include <stdint.h>
+
+struct fuse_session;
+struct lsq_uring;
+
+/* Installs the reply hook on se (through fuse_session_custom_io) and starts
+ * threads_per_queue threads for every possible CPU, which register with the
+ * kernel once the session is initialised. Call after fuse_session_mount()
+ * and any fork, before the /dev/fuse loop runs: that loop still answers
+ * INIT, FORGET and INTERRUPT, and every request until all queues are up.
+ * Returns NULL, having said why at debug level, when the kernel does not
+ * offer FUSE over io_uring (fuse module parameter enable_uring) or this
+ * build lacks liburing; the mount then works as before. */
+struct lsq_uring *lsq_uring_start(struct fuse_session *se,
+				  unsigned threads_per_queue);
+
+/* Call once the connection is gone (after fuse_session_unmount()): the
+ * kernel then ends every pending fetch and the threads exit. Joins and
+ * frees them. NULL is fine. */
+void lsq_uring_stop(struct lsq_uring *u);
+
+/* Ring threads the kernel holds an entry of, and requests they answered
+ * (both 0 for NULL). Lock-free. */
+void lsq_uring_get_stats(const struct lsq_uring *u, uint64_t *threads,
+			 uint64_t *requests);
+
+#endif

@@ -22,6 +22,10 @@
 #   --runtime SEC        seconds per random-read fio run (default 20, quick 2)
 #   --repeat N           run every row N times, report medians (default 1)
 #   --verify             also sha256 big.bin on every mount (untimed)
+#   --fuse-uring on|off  set the fuse module's enable_uring for the run
+#                        (FUSE over io_uring, -o io_uring) and put it back
+#                        after; without it the machine's setting is used
+#                        (meta.tsv records it either way)
 #   -h, --help           this text
 # Data size: SQFS_BENCH_USR_MIB (subset of /usr, default 1024, quick 64),
 # SQFS_BENCH_BIG_MIB (big.bin, default 512, quick 128). Refetch set:
@@ -49,6 +53,9 @@ results=${SQFS_BENCH_RESULTS:-}
 runtime=
 verify=0
 repeat=1
+fuse_uring=
+uring_switch=/sys/module/fuse/parameters/enable_uring
+uring_before=
 
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -62,7 +69,8 @@ while [ $# -gt 0 ]; do
 	--runtime) runtime=${2:?}; shift ;;
 	--verify) verify=1 ;;
 	--repeat) repeat=${2:?}; shift ;;
-	-h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--fuse-uring) fuse_uring=${2:?}; shift ;;
+	-h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown option $1 (try --help)" ;;
 	esac
 	shift
@@ -168,9 +176,19 @@ cleanup() {
 	done
 	free_loops
 	nginx_stop
+	[ -n "$uring_before" ] && echo "$uring_before" >"$uring_switch"
 	exit "$rc"
 }
 trap cleanup EXIT
+case $fuse_uring in
+'') ;;
+on|off)
+	[ -w "$uring_switch" ] || die "--fuse-uring: no $uring_switch (kernel without FUSE over io_uring?)"
+	uring_before=$(cat "$uring_switch")
+	if [ "$fuse_uring" = on ]; then echo Y >"$uring_switch"; else echo N >"$uring_switch"; fi
+	;;
+*) die "--fuse-uring needs on or off" ;;
+esac
 trap 'log interrupted; exit 130' INT
 trap 'log terminated; exit 143' TERM
 
@@ -383,6 +401,7 @@ build_src=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["dir
 	printf 'refetch_set_mib\t%s\n' "$set_mib"
 	printf 'squashfuse_ll_args\t%s\n' "${SQUASHFUSE_LL_ARGS:-}"
 	printf 'sqfs_lazy_args\t%s\n' "${SQFS_LAZY_ARGS:-}"
+	printf 'fuse_enable_uring\t%s\n' "$(cat "$uring_switch" 2>/dev/null || echo absent)"
 	printf 'sqfs_lazy_bin\t%s\n' "$lazy_bin"
 	if [ -x "$lazy_bin" ]; then
 		printf 'sqfs_lazy_version\t%s\n' "$(timeout 5 "$lazy_bin" --version 2>&1 | head -1 | sed 's/^sqfs-lazy-mount //' || true)"

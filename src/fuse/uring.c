@@ -108,6 +108,10 @@ _Static_assert(sizeof(struct ring_cmd_req) == 24, "FUSE ring ABI");
  * smaller than its own maximum. */
 #define PAYLOAD_CAP ((size_t)1 << 20)
 
+/* Requests to a read-only file system carry names and small structures;
+ * a larger one (a write the kernel should have refused) gets EIO. */
+#define REQUEST_PAYLOAD_MAX ((size_t)64 << 10)
+
 /* How long a thread waits for the session's INIT before giving up. */
 #define INIT_WAIT_MS 10000
 
@@ -286,11 +290,11 @@ static uint64_t answer(struct ring_thread *t)
 
 	/* The kernel put in_args[0] (the opcode's fixed part, maybe empty)
 	 * in op_in and the rest in the payload; in->len counts them all. */
-	if (in->len < sizeof(*in) || payload > PAYLOAD_CAP ||
+	if (in->len < sizeof(*in) || payload > REQUEST_PAYLOAD_MAX ||
 	    in->len - sizeof(*in) < payload ||
 	    in->len - sizeof(*in) - payload > RING_OP_IN_OUT_SZ) {
 		lsq_log_once(0, LSQ_LOG_WARNING,
-			     "io_uring: malformed request (opcode %u, length "
+			     "io_uring: cannot take a request (opcode %u, length "
 			     "%u, payload %u); answering EIO", in->opcode,
 			     in->len, payload);
 		goto fail;
@@ -453,7 +457,7 @@ static int init_thread(struct lsq_uring *u, struct ring_thread *t,
 	t->hdr = malloc(sizeof(*t->hdr));
 	t->payload = malloc(PAYLOAD_CAP);
 	t->request = malloc(sizeof(struct fuse_in_header) +
-			    RING_OP_IN_OUT_SZ + PAYLOAD_CAP);
+			    RING_OP_IN_OUT_SZ + REQUEST_PAYLOAD_MAX);
 	if (!t->hdr || !t->payload || !t->request) {
 		free_thread_buffers(t);
 		return -ENOMEM;

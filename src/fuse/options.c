@@ -563,7 +563,6 @@ int lsq_mount_options_parse(struct lsq_mount_options *opt, int argc,
 	opt->mode = LSQ_MODE_MOUNT;
 	opt->threads = lsq_default_threads();
 	opt->busy_poll_us = lsq_default_busy_poll_us();
-	opt->io_uring = true;
 	opt->entry_timeout = LSQ_DEFAULT_TIMEOUT;
 	opt->attr_timeout = LSQ_DEFAULT_TIMEOUT;
 	lsq_image_options_default(&opt->image_opts);
@@ -743,10 +742,11 @@ void lsq_mount_options_help(FILE *out)
 "                          of halting (CPU latency PM QoS; needs root): faster\n"
 "                          round trips on VMs, at the idle CPUs' expense\n"
 "                          (default off)\n"
-"  io_uring[=on|off]       take requests over io_uring, each on the CPU of its\n"
-"                          caller, when the kernel offers it (fuse module\n"
-"                          parameter enable_uring=1), else over /dev/fuse\n"
-"                          (default on)\n"
+"  io_uring[=on|off]       take requests over io_uring, each answered on the\n"
+"                          CPU of its caller, when the kernel offers it (fuse\n"
+"                          module parameter enable_uring=1): faster metadata\n"
+"                          walks and random reads, slower sequential reads\n"
+"                          (default off: /dev/fuse)\n"
 "  decomp=single|percpu|N  decompression contexts (default %s)\n"
 "  metadata_cache=SIZE     decompressed metadata cache (default %s)\n"
 "  data_cache=SIZE         decompressed data block cache (default %s)\n"

@@ -62,7 +62,7 @@ struct lsq_mount_options {
 	unsigned threads;
 	unsigned busy_poll_us;  /* request loop spin bound, 0: none */
 	bool idle_poll;         /* idle CPUs poll while requests come */
-	bool io_uring;          /* FUSE over io_uring when the kernel has it */
+	bool io_uring;          /* FUSE over io_uring if the kernel has it */
 	struct lsq_image_options image_opts;
 	double entry_timeout;
 	double attr_timeout;

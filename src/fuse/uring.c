@@ -112,6 +112,11 @@ _Static_assert(sizeof(struct ring_cmd_req) == 24, "FUSE ring ABI");
  * a larger one (a write the kernel should have refused) gets EIO. */
 #define REQUEST_PAYLOAD_MAX ((size_t)64 << 10)
 
+/* lsq_log_once() keys of our messages, apart from image offsets. */
+#define LOG_KEY_REQUEST UINT64_C(0xf0e0000000000001)
+#define LOG_KEY_NO_REPLY UINT64_C(0xf0e0000000000002)
+#define LOG_KEY_REREGISTER UINT64_C(0xf0e0000000000003)
+
 /* How long a thread waits for the session's INIT before giving up. */
 #define INIT_WAIT_MS 10000
 
@@ -170,8 +175,10 @@ static ssize_t ring_writev(int fd, struct iovec *iov, int count,
 	if (oh->unique != t->unique || t->replied)
 		return writev(fd, iov, count);
 	for (i = 1; i < count; i++) {
-		if (iov[i].iov_len > PAYLOAD_CAP - used)
-			return -EINVAL; /* libfuse then answers an error */
+		if (iov[i].iov_len > PAYLOAD_CAP - used) {
+			errno = EINVAL;  /* answer() then replies EIO */
+			return -1;
+		}
 		memcpy(t->payload + used, iov[i].iov_base, iov[i].iov_len);
 		used += iov[i].iov_len;
 	}
@@ -293,7 +300,7 @@ static uint64_t answer(struct ring_thread *t)
 	if (in->len < sizeof(*in) || payload > REQUEST_PAYLOAD_MAX ||
 	    in->len - sizeof(*in) < payload ||
 	    in->len - sizeof(*in) - payload > RING_OP_IN_OUT_SZ) {
-		lsq_log_once(0, LSQ_LOG_WARNING,
+		lsq_log_once(LOG_KEY_REQUEST, LSQ_LOG_WARNING,
 			     "io_uring: cannot take a request (opcode %u, length "
 			     "%u, payload %u); answering EIO", in->opcode,
 			     in->len, payload);
@@ -311,7 +318,7 @@ static uint64_t answer(struct ring_thread *t)
 	if (t->replied)
 		return unique;
 	/* Every request the kernel sends over a ring wants an answer. */
-	lsq_log_once(0, LSQ_LOG_WARNING,
+	lsq_log_once(LOG_KEY_NO_REPLY, LSQ_LOG_WARNING,
 		     "io_uring: no reply to opcode %u; answering EIO",
 		     in->opcode);
 fail:
@@ -421,20 +428,26 @@ static void *ring_thread_main(void *arg)
 			break;
 		res = cqe->res;
 		io_uring_cqe_seen(&t->ring, cqe);
-		if (res < 0) {
-			/* -ENOTCONN: unmounted; anything else leaves this
-			 * queue one entry short, which the others cover. */
-			if (res != -ENOTCONN && res != -ECONNABORTED &&
-			    res != -ECANCELED)
-				lsq_warn("io_uring: queue %u: %s", t->qid,
-					 strerror(-res));
-			break;
+		if (res == -ENOTCONN || res == -ECONNABORTED ||
+		    res == -ECANCELED)
+			break;  /* unmounted */
+		if (res >= 0) {
+			unique = answer(t);
+			atomic_store_explicit(&t->requests,
+				atomic_load_explicit(&t->requests,
+						     memory_order_relaxed) + 1,
+				memory_order_relaxed);
+			res = commit(t, unique);
+			if (res == 0)
+				continue;
 		}
-		unique = answer(t);
-		atomic_store_explicit(&t->requests, atomic_load_explicit(
-			&t->requests, memory_order_relaxed) + 1,
-			memory_order_relaxed);
-		if (commit(t, unique) != 0)
+		/* The kernel dropped our entry: a queue whose entries all
+		 * went would leave its CPU's callers waiting for good, so
+		 * hand it a fresh one. */
+		lsq_log_once(LOG_KEY_REREGISTER, LSQ_LOG_WARNING,
+			     "io_uring: queue %u: %s; "
+			     "registering again", t->qid, strerror(-res));
+		if (register_entry(t) != 0)
 			break;
 	}
 	atomic_fetch_sub(&u->registered, 1);
@@ -512,8 +525,10 @@ struct lsq_uring *lsq_uring_start(struct fuse_session *se,
 	atomic_init(&u->registered, 0);
 	atomic_init(&u->failed, 0);
 	u->threads = calloc(u->nthreads, sizeof(*u->threads));
-	if (!u->threads)
+	if (!u->threads) {
+		u->nthreads = 0;
 		goto fail;
+	}
 	for (i = 0; i < u->nthreads; i++) {
 		if (init_thread(u, &u->threads[i], i % u->nqueues)) {
 			lsq_debug("io_uring: out of memory; using /dev/fuse");

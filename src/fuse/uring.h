@@ -12,7 +12,7 @@
 struct fuse_session;
 struct lsq_uring;
 
-/* Installs the reply hook on se (through fuse_session_custom_io) and starts
+/* For -o io_uring. Installs the reply hook on se (through fuse_session_custom_io) and starts
  * threads_per_queue threads for every possible CPU, which register with the
  * kernel once the session is initialised. Call after fuse_session_mount()
  * and any fork, before the /dev/fuse loop runs: that loop still answers

@@ -219,6 +219,8 @@ def test_parallel_overlapping_reads(image, request, tmp_path, monkeypatch,
     # small caches: threads evict each other's blocks and miss together
     opts = ["threads=%d" % THREADS, "data_cache=512K", "metadata_cache=64K",
             "fragment_cache=2"]
+    if transport == "io_uring":
+        opts.append("io_uring")
     if via == "http":
         src = request.getfixturevalue("nginx").url(src)
     mnt = str(tmp_path / "mnt")

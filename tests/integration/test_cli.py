@@ -474,9 +474,7 @@ def test_idle_poll_holds_cpu_latency_only_while_requests_come(small_image,
     subprocess.run(["fusermount3", "-u", mnt], check=True)
     wait_gone(mnt, pid)
 
-    # the /dev/fuse loop's option: requests must not go over io_uring
-    r = daemon("-o", "idle_poll,io_uring=off", util.image_source(small_image),
-               mnt)
+    r = daemon("-o", "idle_poll", util.image_source(small_image), mnt)
     assert r.returncode == 0, r.stderr.decode(errors="replace")
     pid = find_daemon(mnt)
     assert holds_cpu_latency(pid)

@@ -1,10 +1,10 @@
-"""FUSE over io_uring (src/fuse/uring.c).
+"""FUSE over io_uring (-o io_uring, src/fuse/uring.c).
 
-With the fuse module's enable_uring switched on, the daemon's ring threads
-(a queue per CPU) answer the requests instead of the /dev/fuse loop, and
-the mount must still look exactly as the kernel's squashfs shows the same
-image. With the switch off, or -o io_uring=off, requests come over
-/dev/fuse as before. The switch is machine-wide: each test puts it back.
+With the option and the fuse module's enable_uring switched on, the
+daemon's ring threads (a queue per CPU) answer the requests instead of the
+/dev/fuse loop, and the mount must still look exactly as the kernel's
+squashfs shows the same image. Without the option, or with the switch
+off, requests come over /dev/fuse as before. The switch is machine-wide: each test puts it back.
 With LSQ_VIA_HTTP=1 the same checks run over nginx.
 """
 
@@ -81,7 +81,7 @@ def test_ring_threads_answer_as_the_kernel_reads(uring_switch, image,
     uring_switch(True)
     kernel = mounter.kernel(image)
     # threads=2: two ring threads per CPU queue, the fewest there are
-    fuse = mounter.fuse(image, opts=["threads=2"], name=IMAGE)
+    fuse = mounter.fuse(image, opts=["io_uring", "threads=2"], name=IMAGE)
     # the threads register once the kernel has the INIT answer
     assert util.wait_until(lambda: stats(fuse.mnt)["fuse_ring_threads"] ==
                            2 * possible_cpus(), 5), stats(fuse.mnt)
@@ -96,10 +96,11 @@ def test_ring_threads_answer_as_the_kernel_reads(uring_switch, image,
     assert fuse.exit_status in (None, 0)
 
 
-def test_io_uring_off_keeps_dev_fuse(uring_switch, image, mounter):
+def test_without_the_option_requests_stay_on_dev_fuse(uring_switch, image,
+                                                     mounter):
     uring_switch(True)
     kernel = mounter.kernel(image)
-    fuse = mounter.fuse(image, opts=["io_uring=off"], name=IMAGE)
+    fuse = mounter.fuse(image, name=IMAGE)
     compare_with_kernel(kernel.mnt, fuse.mnt)
     st = stats(fuse.mnt)
     assert st["fuse_ring_threads"] == 0 and st["fuse_ring_requests"] == 0, st
@@ -107,7 +108,7 @@ def test_io_uring_off_keeps_dev_fuse(uring_switch, image, mounter):
 
 def test_kernel_switch_off_keeps_dev_fuse(uring_switch, image, mounter):
     uring_switch(False)
-    fuse = mounter.fuse(image, name=IMAGE)
+    fuse = mounter.fuse(image, opts=["io_uring"], name=IMAGE)
     assert len(os.listdir(fuse.mnt)) > 3
     st = stats(fuse.mnt)
     assert st["fuse_ring_threads"] == 0 and st["fuse_ring_requests"] == 0, st
@@ -117,7 +118,7 @@ def test_sigterm_ends_a_ring_mount(uring_switch, image, mounter):
     """The loop ends on the signal while the rings still wait for
     requests: the daemon must unmount, end its ring threads and exit."""
     uring_switch(True)
-    fuse = mounter.fuse(image, name=IMAGE)
+    fuse = mounter.fuse(image, opts=["io_uring"], name=IMAGE)
     assert util.wait_until(
         lambda: stats(fuse.mnt)["fuse_ring_threads"] > 0, 5)
     assert len(os.listdir(fuse.mnt)) > 3

@@ -105,21 +105,71 @@ static int data_loader(void *ctx, uint64_t key, struct lsq_block **out)
 				   out);
 }
 
-/* Fragment blocks looked at past the one being loaded, for its hint. */
+/* Fragment blocks a hint may reach past the one being loaded, at most. */
 #define FRAGMENT_RUN_MAX 32u
+/* A load at most this many blocks before the last one (parallel workers
+ * starting one reader's loads out of order) leaves the state alone. */
+#define FRAGMENT_SEQ_SLACK 2u
 
-/* The run-end hint of a fragment block: the end of the run of fragment
- * blocks adjacent to it in the image (packers write them in index order,
- * next to each other when no file's data blocks came in between). A source
- * may read ahead over those, which a reader of small files in directory
- * order needs next, but not into the data blocks of other files. */
+/* How many fragment blocks past 'index' a source may read ahead over.
+ *
+ * Why not always the whole run: a reader of small files in directory
+ * order (tar of a tree) loads fragment blocks in index order and wants the
+ * adjacent ones next, but a reader of some files of a directory (every
+ * third file, a build reading some headers) skips blocks that only hold
+ * other files' tails, and a fixed 32-block run fetched those whole (the
+ * repeated-read bench: 1.053x the touched bytes on xz, 90% of the excess
+ * untouched fragment blocks). So, as the kernel's readahead does,
+ * earn it: a load of the block right after the last one loaded extends
+ * the sequential streak, the hint reaches 1, 2, 4, ... up to
+ * FRAGMENT_RUN_MAX blocks further; any other load (a skip or a jump back)
+ * resets it to this block alone. Fragment cache hits do not come here, so
+ * the state follows the loads, which is what the source sees.
+ *
+ * One atomic per image, updated only on fragment cache misses (which do
+ * I/O anyway). Two readers at once break each other's streaks: they get
+ * no fragment readahead, never wrong data. */
+static uint32_t fragment_ahead(struct lsq_image *img, uint32_t index)
+{
+	uint_fast64_t old = atomic_load_explicit(&img->frag_seq,
+						 memory_order_relaxed);
+	uint_fast64_t next;
+	uint32_t streak, ahead;
+
+	do {
+		uint64_t last1 = old >> 32;  /* last index + 1; 0: none yet */
+
+		streak = (uint32_t)old;
+		if (last1 && index == last1) {
+			if (streak < 16)
+				streak++;
+		} else if (last1 && index < last1 &&
+			   last1 - 1 - index <= FRAGMENT_SEQ_SLACK) {
+			break;  /* finished out of order: keep the state */
+		} else {
+			streak = 0;
+		}
+		next = ((uint_fast64_t)index + 1) << 32 | streak;
+	} while (!atomic_compare_exchange_weak_explicit(
+		&img->frag_seq, &old, next, memory_order_relaxed,
+		memory_order_relaxed));
+	ahead = streak ? 1u << (streak - 1) : 0;
+	return ahead < FRAGMENT_RUN_MAX ? ahead : FRAGMENT_RUN_MAX;
+}
+
+/* The run-end hint of a fragment block: the end of the run of up to
+ * 'ahead' fragment blocks adjacent to it in the image (packers write them
+ * in index order, next to each other when no file's data blocks came in
+ * between). A source may read ahead over those, but not into the data
+ * blocks of other files. */
 static uint64_t fragment_run_end(struct lsq_image *img, uint32_t index,
-				 uint64_t start, uint32_t size_word)
+				 uint64_t start, uint32_t size_word,
+				 uint32_t ahead)
 {
 	uint64_t end = start + SQUASHFS_BLOCK_ONDISK_SIZE(size_word);
 	uint8_t e[SQUASHFS_FRAGMENT_ENTRY_SIZE];
 
-	for (uint32_t n = 0; n < FRAGMENT_RUN_MAX; n++) {
+	for (uint32_t n = 0; n < ahead; n++) {
 		uint32_t next = index + 1 + n;
 
 		if (next >= img->frag_table.count ||
@@ -147,8 +197,9 @@ int lsq_frag_loader(void *ctx, uint64_t index, struct lsq_block **out)
 	if (!img->src->reads_ahead)
 		return lsq_data_block_load(img, start, word,
 					   img->sb.block_size, out);
-	lsq_source_hint_run_end(fragment_run_end(img, (uint32_t)index, start,
-						 word));
+	lsq_source_hint_run_end(fragment_run_end(
+		img, (uint32_t)index, start, word,
+		fragment_ahead(img, (uint32_t)index)));
 	ret = lsq_data_block_load(img, start, word, img->sb.block_size, out);
 	lsq_source_hint_run_end(0);
 	return ret;

@@ -56,6 +56,11 @@ struct lsq_image {
 	struct lsq_block_cache *data_cache; /* key: absolute block offset */
 	struct lsq_block_cache *blockidx_cache; /* key: inode ref */
 	atomic_uint_fast64_t direct_blocks; /* decompressed into a reply */
+	/* Fragment readahead state (fragment_ahead in file.c): 1 + the
+	 * last fragment index loaded in the high 32 bits (0: none yet), how
+	 * many loads in a row were each the block after the one before in
+	 * the low 32. */
+	atomic_uint_fast64_t frag_seq;
 
 	/* Until open succeeds, corruption is not logged: open reports it in
 	 * its one error line (errbuf), and a refused image must give exactly

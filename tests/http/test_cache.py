@@ -333,3 +333,51 @@ def test_repeated_read_of_a_file_set_with_fragments(nginx, big_image, mounts):
     assert touched["bytes"] <= fetched[0] <= touched["bytes"] * 1.05, \
         "pass 1 fetched %d bytes, the set touches %r" % (fetched[0], touched)
     assert fetched[1] == 0, "pass 2 fetched %d bytes" % fetched[1]
+
+
+def test_fragment_readahead_for_a_directory_order_reader(nginx, big_image,
+                                                         mounts):
+    """The other half of the fragment rule: a reader of every small file
+    in directory order (tar of a tree) loads fragment blocks one after the
+    other, so the image lets the source read ahead over the next ones
+    (1, 2, 4, ... up to 32 blocks while the loads stay sequential): far
+    fewer requests than fragment blocks, nothing fetched twice. Without
+    fragment readahead every block would be a request of its own."""
+    import random
+    import sys
+    sys.path.insert(0, os.path.join(os.environ.get(
+        "LSQ_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")),
+        "bench"))
+    import benchlib
+
+    d = os.path.join(os.path.dirname(big_image["www"]), "fragseq")
+    tree = os.path.join(d, "tree")
+    os.makedirs(tree, exist_ok=True)
+    rng = random.Random(11)
+    for i in range(240):
+        with open(os.path.join(tree, "f%03d" % i), "wb") as f:
+            f.write(rng.randbytes(30 << 10))
+    img_path = os.path.join(big_image["www"], "fragseq.sqfs")
+    subprocess.run(["mksquashfs", tree, img_path, "-noappend", "-quiet",
+                    "-no-progress", "-comp", "gzip"], check=True)
+    img = benchlib.Image(img_path)
+    files, _ = benchlib.file_set(img, "/", 1 << 40, 1, 1 << 40)
+    touched = img.touched(ino for _, ino in files)
+    assert touched["fragment_blocks"] >= 40 and not touched["data_blocks"], \
+        touched
+
+    m = mounts(nginx.url("fragseq.sqfs"), ["readahead=1M"])
+    drop_page_cache()
+    before = stats(m.mnt)
+    for path, _ in files:
+        with open(os.path.join(m.mnt, path.lstrip("/")), "rb") as a, \
+                open(os.path.join(tree, path.lstrip("/")), "rb") as b:
+            assert a.read() == b.read(), path
+    after = stats(m.mnt)
+    fetched = after["http_bytes"] - before["http_bytes"]
+    requests = after["http_requests"] - before["http_requests"]
+    assert touched["bytes"] <= fetched <= touched["bytes"] * 1.05, \
+        "fetched %d bytes, the files touch %r" % (fetched, touched)
+    assert requests <= touched["fragment_blocks"] // 2, \
+        "%d requests for %d fragment blocks: no fragment readahead" % (
+            requests, touched["fragment_blocks"])

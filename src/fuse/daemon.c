@@ -40,8 +40,8 @@
 #include "fuse/mount.h"
 #include "fuse/options.h"
 #include "fuse/request_loop.h"
-#include "fuse/uring.h"
 #include "fuse/stats.h"
+#include "fuse/uring.h"
 #include "lsq/error.h"
 #include "lsq/source.h"
 

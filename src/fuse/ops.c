@@ -19,9 +19,9 @@
 #include "common/scratch.h"
 #include "fuse/inode_map.h"
 #include "fuse/mount.h"
-#include "fuse/uring.h"
 #include "fuse/reply.h"
 #include "fuse/stats.h"
+#include "fuse/uring.h"
 #include "lsq/error.h"
 
 /* SquashFS stores names of up to 256 bytes (the kernel driver's

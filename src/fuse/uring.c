@@ -43,6 +43,11 @@
  * FUSE_OVER_IO_URING in the INIT reply: it would make the kernel hold every
  * request until the rings are up, and registration works without it.
  * At unmount the kernel ends every pending fetch with -ENOTCONN.
+ *
+ * The price, and why it is opt-in (-o io_uring): the readahead requests of
+ * one sequential reader all land on its CPU's queue, so their
+ * decompression no longer spreads over the CPUs (xz, 1 MiB reads: 42
+ * instead of 72 MiB/s; docs/architecture.md has what was tried).
  */
 
 #include "fuse/uring.h"
@@ -510,8 +515,9 @@ struct lsq_uring *lsq_uring_start(struct fuse_session *se,
 	unsigned q, i, n;
 
 	if (!kernel_offers_uring()) {
-		lsq_debug("io_uring: the kernel does not offer FUSE over "
-			  "io_uring (fuse.enable_uring); using /dev/fuse");
+		lsq_info("io_uring: the kernel does not offer FUSE over "
+			 "io_uring (Linux 6.14+, /sys/module/fuse/parameters/"
+			 "enable_uring); requests come over /dev/fuse");
 		return NULL;
 	}
 	u = calloc(1, sizeof(*u));
@@ -606,7 +612,8 @@ struct lsq_uring *lsq_uring_start(struct fuse_session *se,
 {
 	(void)se;
 	(void)threads_per_queue;
-	lsq_debug("io_uring: not built in (no liburing); using /dev/fuse");
+	lsq_warn("io_uring: not built in (no liburing); requests come over "
+		 "/dev/fuse");
 	return NULL;
 }
 

@@ -291,6 +291,37 @@ def test_readahead_stays_in_the_file(nginx, files_image, mounts):
         "fetched %d bytes for %d bytes of files read" % (fetched, touched)
 
 
+def _benchlib():
+    """bench/benchlib.py: the bench's own reader of image block lists."""
+    import sys
+    sys.path.insert(0, os.path.join(os.environ.get(
+        "LSQ_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")),
+        "bench"))
+    import benchlib
+    return benchlib
+
+
+def _small_file_image(big_image, name, sizes):
+    """A gzip image of files f000... of the given sizes (random bytes) next
+    to the big image on nginx; returns (tree dir, benchlib.Image)."""
+    tree = os.path.join(os.path.dirname(big_image["www"]), name, "tree")
+    os.makedirs(tree, exist_ok=True)
+    for i, size in enumerate(sizes):
+        with open(os.path.join(tree, "f%03d" % i), "wb") as f:
+            f.write(os.urandom(size))
+    img_path = os.path.join(big_image["www"], name + ".sqfs")
+    subprocess.run(["mksquashfs", tree, img_path, "-noappend", "-quiet",
+                    "-no-progress", "-comp", "gzip"], check=True)
+    return tree, _benchlib().Image(img_path)
+
+
+def _read_and_compare(mnt, tree, files):
+    for path, _ in files:
+        with open(os.path.join(mnt, path.lstrip("/")), "rb") as a, \
+                open(os.path.join(tree, path.lstrip("/")), "rb") as b:
+            assert a.read() == b.read(), path
+
+
 def test_repeated_read_of_a_file_set_with_fragments(nginx, big_image, mounts):
     """The bench's repeated-read workload in small: every third file of a
     tree whose small files and tails sit in fragment blocks between the
@@ -298,25 +329,13 @@ def test_repeated_read_of_a_file_set_with_fragments(nginx, big_image, mounts):
     bytes the set touches (fragment reads bound readahead to their run of
     adjacent fragment blocks, file reads to the file), pass 2 nothing."""
     import random
-    import sys
-    sys.path.insert(0, os.path.join(os.environ.get(
-        "LSQ_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")),
-        "bench"))
-    import benchlib
 
-    d = os.path.join(os.path.dirname(big_image["www"]), "fragset")
-    tree = os.path.join(d, "tree")
-    os.makedirs(tree, exist_ok=True)
     rng = random.Random(7)
-    for i in range(150):
-        size = rng.choice([20 << 10, 7 << 10, 300 << 10, 1 << 20])
-        with open(os.path.join(tree, "f%03d" % i), "wb") as f:
-            f.write(os.urandom(size))
-    img_path = os.path.join(big_image["www"], "fragset.sqfs")
-    subprocess.run(["mksquashfs", tree, img_path, "-noappend", "-quiet",
-                    "-no-progress", "-comp", "gzip"], check=True)
-    img = benchlib.Image(img_path)
-    files, _ = benchlib.file_set(img, "/", 1 << 40, 3, 1 << 40)
+    tree, img = _small_file_image(
+        big_image, "fragset",
+        [rng.choice([20 << 10, 7 << 10, 300 << 10, 1 << 20])
+         for _ in range(150)])
+    files, _ = _benchlib().file_set(img, "/", 1 << 40, 3, 1 << 40)
     touched = img.touched(ino for _, ino in files)
     assert touched["fragment_blocks"] and touched["data_blocks"], touched
 
@@ -325,10 +344,7 @@ def test_repeated_read_of_a_file_set_with_fragments(nginx, big_image, mounts):
     for _ in range(2):
         drop_page_cache()
         before = stats(m.mnt)
-        for path, _ in files:
-            with open(os.path.join(m.mnt, path.lstrip("/")), "rb") as a, \
-                    open(os.path.join(tree, path.lstrip("/")), "rb") as b:
-                assert a.read() == b.read(), path
+        _read_and_compare(m.mnt, tree, files)
         fetched.append(stats(m.mnt)["http_bytes"] - before["http_bytes"])
     assert touched["bytes"] <= fetched[0] <= touched["bytes"] * 1.05, \
         "pass 1 fetched %d bytes, the set touches %r" % (fetched[0], touched)
@@ -343,25 +359,8 @@ def test_fragment_readahead_for_a_directory_order_reader(nginx, big_image,
     (1, 2, 4, ... up to 32 blocks while the loads stay sequential): far
     fewer requests than fragment blocks, nothing fetched twice. Without
     fragment readahead every block would be a request of its own."""
-    import random
-    import sys
-    sys.path.insert(0, os.path.join(os.environ.get(
-        "LSQ_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")),
-        "bench"))
-    import benchlib
-
-    d = os.path.join(os.path.dirname(big_image["www"]), "fragseq")
-    tree = os.path.join(d, "tree")
-    os.makedirs(tree, exist_ok=True)
-    rng = random.Random(11)
-    for i in range(240):
-        with open(os.path.join(tree, "f%03d" % i), "wb") as f:
-            f.write(rng.randbytes(30 << 10))
-    img_path = os.path.join(big_image["www"], "fragseq.sqfs")
-    subprocess.run(["mksquashfs", tree, img_path, "-noappend", "-quiet",
-                    "-no-progress", "-comp", "gzip"], check=True)
-    img = benchlib.Image(img_path)
-    files, _ = benchlib.file_set(img, "/", 1 << 40, 1, 1 << 40)
+    tree, img = _small_file_image(big_image, "fragseq", [30 << 10] * 240)
+    files, _ = _benchlib().file_set(img, "/", 1 << 40, 1, 1 << 40)
     touched = img.touched(ino for _, ino in files)
     assert touched["fragment_blocks"] >= 40 and not touched["data_blocks"], \
         touched
@@ -369,10 +368,7 @@ def test_fragment_readahead_for_a_directory_order_reader(nginx, big_image,
     m = mounts(nginx.url("fragseq.sqfs"), ["readahead=1M"])
     drop_page_cache()
     before = stats(m.mnt)
-    for path, _ in files:
-        with open(os.path.join(m.mnt, path.lstrip("/")), "rb") as a, \
-                open(os.path.join(tree, path.lstrip("/")), "rb") as b:
-            assert a.read() == b.read(), path
+    _read_and_compare(m.mnt, tree, files)
     after = stats(m.mnt)
     fetched = after["http_bytes"] - before["http_bytes"]
     requests = after["http_requests"] - before["http_requests"]

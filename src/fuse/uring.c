@@ -297,6 +297,7 @@ static uint64_t answer(struct ring_thread *t)
 	struct fuse_out_header *oh = (void *)t->hdr->in_out;
 	uint32_t payload = t->hdr->ent_in_out.payload_sz;
 	uint64_t unique = in->unique;
+	uint32_t opcode = in->opcode; /* in_out takes the reply header */
 	size_t op_len;
 	struct fuse_buf buf;
 
@@ -307,7 +308,7 @@ static uint64_t answer(struct ring_thread *t)
 	    in->len - sizeof(*in) - payload > RING_OP_IN_OUT_SZ) {
 		lsq_log_once(LOG_KEY_REQUEST, LSQ_LOG_WARNING,
 			     "io_uring: cannot take a request (opcode %u, length "
-			     "%u, payload %u); answering EIO", in->opcode,
+			     "%u, payload %u); answering EIO", opcode,
 			     in->len, payload);
 		goto fail;
 	}
@@ -325,7 +326,7 @@ static uint64_t answer(struct ring_thread *t)
 	/* Every request the kernel sends over a ring wants an answer. */
 	lsq_log_once(LOG_KEY_NO_REPLY, LSQ_LOG_WARNING,
 		     "io_uring: no reply to opcode %u; answering EIO",
-		     in->opcode);
+		     opcode);
 fail:
 	memset(oh, 0, sizeof(*oh));
 	oh->len = sizeof(*oh);

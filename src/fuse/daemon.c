@@ -272,17 +272,6 @@ static int run_loop(struct fuse_session *se, struct lsq_mount *m,
 	return lsq_request_loop_run(se, &lo);
 }
 
-/* Ring threads per CPU queue: the request threads spread over the CPUs,
- * at least two, so one waiting for the network leaves its CPU's callers
- * another thread. */
-static unsigned ring_threads_per_queue(const struct lsq_mount_options *opt)
-{
-	long cpus = sysconf(_SC_NPROCESSORS_CONF);
-	unsigned per = opt->threads / (unsigned)(cpus > 0 ? cpus : 1);
-
-	return per < 2 ? 2 : per;
-}
-
 static int open_image_named(const struct lsq_mount_options *opt,
 			    const char *shown, struct lsq_image **img);
 
@@ -425,7 +414,7 @@ static int run_mount(struct lsq_mount_options *opt)
 	/* no fork after this point: background fetches may use threads */
 	lsq_source_http_allow_threads(http_source);
 	if (opt->io_uring && !opt->single_thread)
-		uring = lsq_uring_start(se, ring_threads_per_queue(opt));
+		uring = lsq_uring_start(se, opt->threads);
 	m.uring = uring;  /* before the stats watcher reads it */
 	start_watcher(&watcher, &m);
 	shown = lsq_url_redact(opt->image);

@@ -108,9 +108,8 @@ struct ring_cmd_req {
 _Static_assert(sizeof(struct ring_req_header) == 288, "FUSE ring ABI");
 _Static_assert(sizeof(struct ring_cmd_req) == 24, "FUSE ring ABI");
 
-/* The most a request's payload or a reply's can be: libfuse's largest
- * max_write/max_pages (1 MiB) plus a page; the kernel refuses buffers
- * smaller than its own maximum. */
+/* The most a reply's payload can be: libfuse's max_write and max_pages
+ * (1 MiB); the kernel refuses payload buffers smaller than its maximum. */
 #define PAYLOAD_CAP ((size_t)1 << 20)
 
 /* Requests to a read-only file system carry names and small structures;
@@ -129,8 +128,6 @@ _Static_assert(sizeof(struct ring_cmd_req) == 24, "FUSE ring ABI");
  * other tasks want the CPU: hand off plainly for HANDOFF_PAUSE_NS. */
 #define HANDOFF_SLOW_NS 2000000u
 #define HANDOFF_PAUSE_NS 1000000000u
-
-struct lsq_uring;
 
 struct ring_thread {
 	struct lsq_uring *u;
@@ -156,7 +153,6 @@ struct lsq_uring {
 	unsigned nthreads;
 	atomic_bool stopping;
 	atomic_uint registered; /* threads whose entry the kernel holds */
-	atomic_uint failed;     /* threads that gave up */
 	atomic_bool idle_handoff; /* commits may run as SCHED_IDLE */
 	struct ring_thread *threads;
 };
@@ -414,7 +410,6 @@ static void *ring_thread_main(void *arg)
 		if (res != -ECANCELED)
 			lsq_debug("io_uring: queue %u: cannot register: %s",
 				  t->qid, strerror(-res));
-		atomic_fetch_add(&u->failed, 1);
 		return NULL;
 	}
 	atomic_fetch_add(&u->registered, 1);
@@ -509,11 +504,10 @@ static unsigned possible_cpus(void)
 	return n > 0 ? (unsigned)n : 1;
 }
 
-struct lsq_uring *lsq_uring_start(struct fuse_session *se,
-				  unsigned threads_per_queue)
+struct lsq_uring *lsq_uring_start(struct fuse_session *se, unsigned threads)
 {
 	struct lsq_uring *u;
-	unsigned q, i, n;
+	unsigned per_queue, i, n;
 
 	if (!kernel_offers_uring()) {
 		lsq_info("io_uring: the kernel does not offer FUSE over "
@@ -527,10 +521,12 @@ struct lsq_uring *lsq_uring_start(struct fuse_session *se,
 	u->se = se;
 	u->fd = fuse_session_fd(se);
 	u->nqueues = possible_cpus();
-	u->nthreads = u->nqueues * (threads_per_queue ? threads_per_queue : 1);
+	per_queue = threads / u->nqueues;
+	if (per_queue < 2)
+		per_queue = 2;
+	u->nthreads = u->nqueues * per_queue;
 	atomic_init(&u->stopping, false);
 	atomic_init(&u->registered, 0);
-	atomic_init(&u->failed, 0);
 	u->threads = calloc(u->nthreads, sizeof(*u->threads));
 	if (!u->threads) {
 		u->nthreads = 0;
@@ -559,8 +555,7 @@ struct lsq_uring *lsq_uring_start(struct fuse_session *se,
 	if (n < u->nthreads)
 		lsq_warn("io_uring: started %u of %u ring threads", n,
 			 u->nthreads);
-	q = u->nthreads / u->nqueues;
-	lsq_debug("io_uring: %u queues x %u threads%s", u->nqueues, q,
+	lsq_debug("io_uring: %u queues x %u threads%s", u->nqueues, per_queue,
 		  atomic_load(&u->idle_handoff) ? ", same-CPU handoff" : "");
 	return u;
 
@@ -608,11 +603,10 @@ void lsq_uring_stop(struct lsq_uring *u)
 
 #else /* !LSQ_HAVE_LIBURING */
 
-struct lsq_uring *lsq_uring_start(struct fuse_session *se,
-				  unsigned threads_per_queue)
+struct lsq_uring *lsq_uring_start(struct fuse_session *se, unsigned threads)
 {
 	(void)se;
-	(void)threads_per_queue;
+	(void)threads;
 	lsq_warn("io_uring: not built in (no liburing); requests come over "
 		 "/dev/fuse");
 	return NULL;

@@ -9,6 +9,7 @@
 
 #include "lsq/error.h"
 #include "common/log.h"
+#include "common/long_work.h"
 
 #include "codec/codec.h"
 #include "codec/codec_i.h"
@@ -177,6 +178,7 @@ int lsq_codec_decompress(struct lsq_codec *codec, const void *in,
 	if (!out)
 		out = &dummy;
 
+	lsq_long_work_ahead();
 	start = now_ns();
 	if (!codec->pool) {
 		err = codec->ops->decompress(&codec->cfg, NULL, in, in_len,

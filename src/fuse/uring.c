@@ -31,11 +31,14 @@
  * does not wake "sync" as pipes do), so the caller would hop to the other,
  * halted CPU at every reply. For the commit our thread therefore runs as
  * SCHED_IDLE: a CPU running only SCHED_IDLE tasks counts as idle, the
- * caller stays on its CPU and preempts us at once. We switch back to
- * SCHED_OTHER as soon as we run again. Where a busy CPU kept us waiting
- * as SCHED_IDLE for long (another task ran first), the thread hands off
- * plainly for a while. Only where switching back is allowed (root,
- * CAP_SYS_NICE or RLIMIT_NICE), probed once on a throwaway thread.
+ * caller stays on its CPU and preempts us at once. We stay SCHED_IDLE for
+ * the next request and go back to SCHED_OTHER only before decompressing
+ * (common/long_work.h): the two policy switches cost as much as the rest
+ * of a readdir answered from memory (cold find -type f 0.48-0.54 s ->
+ * 0.41-0.46 s). Where a busy CPU kept us waiting as SCHED_IDLE for long
+ * (another task ran first), the thread hands off plainly for a while.
+ * Only where switching back is allowed (root, CAP_SYS_NICE or
+ * RLIMIT_NICE), probed once on a throwaway thread.
  *
  * The kernel switches from /dev/fuse to the rings only once every queue has
  * an entry registered, and it still sends INIT, FORGET and INTERRUPT over
@@ -57,12 +60,14 @@
 #include <stdlib.h>
 
 #include "common/log.h"
+#include "common/long_work.h"
 
 #if LSQ_HAVE_LIBURING
 
 #define FUSE_USE_VERSION 312
 
 #include <errno.h>
+#include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <linux/fuse.h>
 #include <liburing.h>
@@ -124,10 +129,13 @@ _Static_assert(sizeof(struct ring_cmd_req) == 24, "FUSE ring ABI");
 /* How long a thread waits for the session's INIT before giving up. */
 #define INIT_WAIT_MS 10000
 
-/* A commit that kept us off the CPU longer than this as SCHED_IDLE means
- * other tasks want the CPU: hand off plainly for HANDOFF_PAUSE_NS. */
+/* Waiting on the run queue this long (other tasks want the CPU) since the
+ * last look makes a thread hand off plainly for HANDOFF_PAUSE_NS. We look
+ * after waits for a request longer than STARVE_CHECK_NS: starvation shows
+ * as one, and the hot path (requests microseconds apart) reads nothing. */
 #define HANDOFF_SLOW_NS 2000000u
 #define HANDOFF_PAUSE_NS 1000000000u
+#define STARVE_CHECK_NS 1000000u
 
 struct ring_thread {
 	struct lsq_uring *u;
@@ -142,7 +150,11 @@ struct ring_thread {
 	struct iovec iov[2];
 	uint64_t unique;        /* request being answered */
 	bool replied;           /* its reply is in the entry */
+	bool idle;              /* runs as SCHED_IDLE */
 	uint64_t handoff_after; /* no SCHED_IDLE commits before (ns) */
+	int schedstat_fd;       /* our /proc schedstat; -1: no idle commits */
+	uint64_t run_delay;     /* its run queue wait when last read (ns) */
+	uint64_t run_delay_read; /* when that was (ns) */
 	atomic_uint_fast64_t requests; /* answered; only this thread adds */
 };
 
@@ -202,8 +214,9 @@ static const struct fuse_custom_io ring_io = {
 	.read = plain_read,
 };
 
-/* Queues a REGISTER or COMMIT_AND_FETCH for the thread's entry. */
-static int submit_cmd(struct ring_thread *t, uint32_t op, uint64_t commit)
+/* Queues a REGISTER or COMMIT_AND_FETCH for the thread's entry, to be
+ * submitted with the next wait. */
+static int prep_cmd(struct ring_thread *t, uint32_t op, uint64_t commit)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&t->ring);
 	struct ring_cmd_req *req;
@@ -221,6 +234,15 @@ static int submit_cmd(struct ring_thread *t, uint32_t op, uint64_t commit)
 	req = (struct ring_cmd_req *)sqe->cmd;
 	req->commit_id = commit;
 	req->qid = (uint16_t)t->qid;
+	return 0;
+}
+
+static int submit_cmd(struct ring_thread *t, uint32_t op, uint64_t commit)
+{
+	int res = prep_cmd(t, op, commit);
+
+	if (res)
+		return res;
 	return io_uring_submit(&t->ring) == 1 ? 0 : -EIO;
 }
 
@@ -239,19 +261,12 @@ static int set_policy(int policy)
 	return sched_setscheduler(0, policy, &sp);
 }
 
-/* Commits the reply and fetches the next request; see "Same-CPU handoff"
- * at the top. */
-static int commit(struct ring_thread *t, uint64_t unique)
+/* Back to SCHED_OTHER for work that needs its fair share of the CPU. */
+static void leave_idle(struct ring_thread *t)
 {
-	uint64_t start;
-	int res;
-
-	if (!atomic_load_explicit(&t->u->idle_handoff, memory_order_relaxed))
-		return submit_cmd(t, RING_CMD_COMMIT_AND_FETCH, unique);
-	start = now_ns();
-	if (start < t->handoff_after || set_policy(SCHED_IDLE) != 0)
-		return submit_cmd(t, RING_CMD_COMMIT_AND_FETCH, unique);
-	res = submit_cmd(t, RING_CMD_COMMIT_AND_FETCH, unique);
+	if (!t->idle)
+		return;
+	t->idle = false;
 	if (set_policy(SCHED_OTHER) != 0) {
 		/* Only if someone lowered our RLIMIT_NICE since the probe:
 		 * this thread stays slow under load, the others stop. */
@@ -259,9 +274,86 @@ static int commit(struct ring_thread *t, uint64_t unique)
 			 "same-CPU handoffs", strerror(errno));
 		atomic_store(&t->u->idle_handoff, false);
 	}
-	if (now_ns() - start > HANDOFF_SLOW_NS)
-		t->handoff_after = now_ns() + HANDOFF_PAUSE_NS;
-	return res;
+}
+
+/* lsq_long_work_hook of the ring threads: decompression ahead. */
+static void ring_long_work(void)
+{
+	if (current_thread)
+		leave_idle(current_thread);
+}
+
+/* Prepares the commit of the reply, which also fetches the next request;
+ * the wait for that one submits it. See "Same-CPU handoff" at the top: the
+ * thread stays SCHED_IDLE after the commit, for the next request, unless
+ * that one reads or decompresses (ring_long_work). */
+static int commit(struct ring_thread *t, uint64_t unique)
+{
+	if (atomic_load_explicit(&t->u->idle_handoff, memory_order_relaxed) &&
+	    t->schedstat_fd >= 0 && !t->idle &&
+	    now_ns() >= t->handoff_after &&
+	    set_policy(SCHED_IDLE) == 0)
+		t->idle = true;
+	return prep_cmd(t, RING_CMD_COMMIT_AND_FETCH, unique);
+}
+
+/* The second field of /proc/thread-self/schedstat: nanoseconds spent
+ * runnable but waiting for the CPU. */
+static bool read_run_delay(struct ring_thread *t, uint64_t *out)
+{
+	char buf[96];
+	ssize_t n = pread(t->schedstat_fd, buf, sizeof(buf) - 1, 0);
+	char *p;
+
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	p = strchr(buf, ' ');
+	if (!p)
+		return false;
+	*out = strtoull(p + 1, NULL, 10);
+	return true;
+}
+
+/* After a long wait for a request: if, as SCHED_IDLE, we spent most of the
+ * time since the last look waiting for the CPU while other tasks ran,
+ * requests waited with us; hand off plainly for a while. Most, not any:
+ * a caller that runs on between its requests keeps us off the CPU for a
+ * moment after each commit, which adds up over a long walk. */
+static void check_starved(struct ring_thread *t)
+{
+	uint64_t delay, now = now_ns(), waited;
+
+	if (!read_run_delay(t, &delay))
+		return;
+	waited = delay - t->run_delay;
+	if (t->idle && waited > HANDOFF_SLOW_NS &&
+	    2 * waited > now - t->run_delay_read) {
+		t->handoff_after = now + HANDOFF_PAUSE_NS;
+		leave_idle(t);
+	}
+	t->run_delay = delay;
+	t->run_delay_read = now;
+}
+
+/* Submits what is queued (a commit) and waits for the next completion. */
+static int wait_next(struct ring_thread *t, struct io_uring_cqe **cqe)
+{
+	/* The kernel ends our fetch at unmount; the timeout only bounds
+	 * how long a stop waits when it does not. */
+	struct __kernel_timespec ts = { .tv_sec = 1 };
+	uint64_t start = t->idle ? now_ns() : 0;
+	int res;
+
+	*cqe = NULL;
+	res = io_uring_submit_and_wait_timeout(&t->ring, cqe, 1, &ts, NULL);
+	if (start && now_ns() - start > STARVE_CHECK_NS)
+		check_starved(t);
+	if (res < 0)
+		return res;
+	/* liburing returns the count submitted, and may return it with no
+	 * completion when the wait ended early: wait again. */
+	return *cqe ? 0 : -ETIME;
 }
 
 static void *probe_main(void *arg)
@@ -394,6 +486,7 @@ static void *ring_thread_main(void *arg)
 	pthread_setname_np(pthread_self(), "sqfs-ring");
 	bind_to_cpu(t->qid);
 	current_thread = t;
+	lsq_long_work_hook = ring_long_work;
 	/* Only this thread submits, and completions (a request for us)
 	 * matter only when it waits: the kernel then runs their work in
 	 * our wait instead of interrupting us for it. */
@@ -413,13 +506,18 @@ static void *ring_thread_main(void *arg)
 		return NULL;
 	}
 	atomic_fetch_add(&u->registered, 1);
+	/* Without it we could not see starvation: no SCHED_IDLE commits. */
+	t->schedstat_fd = open("/proc/thread-self/schedstat",
+			       O_RDONLY | O_CLOEXEC);
+	if (t->schedstat_fd >= 0 && !read_run_delay(t, &t->run_delay)) {
+		close(t->schedstat_fd);
+		t->schedstat_fd = -1;
+	}
+	t->run_delay_read = now_ns();
 	for (;;) {
-		/* The kernel ends our fetch at unmount; the timeout only
-		 * bounds how long a stop waits when it does not. */
-		struct __kernel_timespec ts = { .tv_sec = 1 };
 		uint64_t unique;
 
-		res = io_uring_wait_cqe_timeout(&t->ring, &cqe, &ts);
+		res = wait_next(t, &cqe);
 		if (res == -EINTR || res == -ETIME) {
 			if (atomic_load(&u->stopping))
 				break;
@@ -452,7 +550,10 @@ static void *ring_thread_main(void *arg)
 			break;
 	}
 	atomic_fetch_sub(&u->registered, 1);
+	leave_idle(t);
 	current_thread = NULL;
+	if (t->schedstat_fd >= 0)
+		close(t->schedstat_fd);
 	return NULL;
 }
 
@@ -468,6 +569,7 @@ static int init_thread(struct lsq_uring *u, struct ring_thread *t,
 {
 	t->u = u;
 	t->qid = qid;
+	t->schedstat_fd = -1;
 	t->hdr = malloc(sizeof(*t->hdr));
 	t->payload = malloc(PAYLOAD_CAP);
 	t->request = malloc(sizeof(struct fuse_in_header) +

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "common/checked_math.h"
+#include "common/long_work.h"
 #include "lsq/error.h"
 #include "lsq/source.h"
 
@@ -16,6 +17,7 @@ int lsq_source_read_at(struct lsq_source *src, void *buf, size_t len,
 		return LSQ_ERR_OUT_OF_BOUNDS;
 	if (len == 0)
 		return LSQ_OK;
+	lsq_long_work_ahead();  /* a fetch may wait, and wake us, for long */
 	ret = src->ops->read_at(src, buf, len, offset);
 	atomic_fetch_add_explicit(&src->stats.reads, 1, memory_order_relaxed);
 	if (ret == LSQ_OK)

@@ -1,0 +1,97 @@
+"""FUSE over io_uring: a ring thread answers quick requests as SCHED_IDLE
+(so that its reply hands the CPU straight back to the caller) and goes
+back to SCHED_OTHER before work that takes long, here a fetch the fault
+server holds back (src/fuse/uring.c, "Same-CPU handoff";
+src/common/long_work.h)."""
+
+import os
+import threading
+import time
+
+import pytest
+
+from conftest import read_with_timeout
+
+ENABLE_URING = "/sys/module/fuse/parameters/enable_uring"
+SCHED_OTHER, SCHED_IDLE = 0, 5
+
+
+@pytest.fixture
+def uring_on():
+    if not os.path.exists(ENABLE_URING):
+        pytest.fail("the fuse module has no enable_uring (Linux 6.14+)")
+    with open(ENABLE_URING) as f:
+        old = f.read().strip()
+    with open(ENABLE_URING, "w") as f:
+        f.write("1")
+    try:
+        yield
+    finally:
+        with open(ENABLE_URING, "w") as f:
+            f.write(old)
+
+
+def ring_policies(pid):
+    """{tid: scheduling policy} of the daemon's sqfs-ring threads."""
+    out = {}
+    task = "/proc/%d/task" % pid
+    for tid in os.listdir(task):
+        try:
+            with open("%s/%s/comm" % (task, tid)) as f:
+                if f.read().strip() != "sqfs-ring":
+                    continue
+            with open("%s/%s/stat" % (task, tid)) as f:
+                stat = f.read()
+        except FileNotFoundError:
+            continue
+        # field 41 (policy), counted after the ")" that ends comm
+        out[int(tid)] = int(stat.rsplit(")", 1)[1].split()[38])
+    return out
+
+
+def test_ring_thread_leaves_sched_idle_for_a_slow_fetch(
+        uring_on, mounts, fault_server, small_image):
+    old_cpus = os.sched_getaffinity(0)
+    # our requests (and the reader thread's) go to CPU 0's queue
+    os.sched_setaffinity(0, {0})
+    try:
+        m = mounts(fault_server.url("/small.sqfs"),
+                   ["timeout=10", "readahead=0", "io_uring"])
+        pid = m.proc.pid
+
+        def idle_threads():
+            return {t for t, p in ring_policies(pid).items()
+                    if p == SCHED_IDLE}
+
+        # quick requests (readdir, getattr) leave their threads idle; the
+        # rings take over once every CPU's queue has registered
+        deadline = time.monotonic() + 10
+        while not idle_threads() and time.monotonic() < deadline:
+            for name in os.listdir(m.mnt):
+                os.lstat(os.path.join(m.mnt, name))
+            time.sleep(0.01)
+        assert idle_threads(), ring_policies(pid)
+        # and stay so once they have run again (we sleep: CPU 0 is theirs)
+        time.sleep(0.3)
+        idle = idle_threads()
+        assert idle, ring_policies(pid)
+
+        fault = fault_server.set_fault("delay", seconds=3, count=1)
+        result = {}
+        reader = threading.Thread(target=lambda: result.update(
+            r=read_with_timeout(os.path.join(m.mnt, "f20.bin"), 30)))
+        reader.start()
+        raised = set()
+        deadline = time.monotonic() + 2.5
+        while not raised and time.monotonic() < deadline:
+            now = ring_policies(pid)
+            raised = {t for t in idle if now.get(t) == SCHED_OTHER}
+            time.sleep(0.02)
+        reader.join()
+        ok, data, _ = result["r"]
+        assert ok and data == small_image["files"]["f20.bin"], data
+        assert fault.hits == 1, "no fetch was held back"
+        assert raised, "no idle ring thread went back to SCHED_OTHER " \
+            "while its fetch waited: %r" % ring_policies(pid)
+    finally:
+        os.sched_setaffinity(0, old_cpus)

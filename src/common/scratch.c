@@ -9,6 +9,9 @@ struct scratch {
 	size_t cap[LSQ_SCRATCH_SLOTS];
 };
 
+static _Thread_local void *lent[LSQ_SCRATCH_SLOTS];
+static _Thread_local size_t lent_cap[LSQ_SCRATCH_SLOTS];
+
 static pthread_key_t scratch_key;
 static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
 static int scratch_key_err;
@@ -33,7 +36,11 @@ void *lsq_scratch(enum lsq_scratch_slot slot, size_t len)
 	size_t cap;
 	void *p;
 
-	if (len > LSQ_SCRATCH_KEEP_MAX || (unsigned)slot >= LSQ_SCRATCH_SLOTS)
+	if ((unsigned)slot >= LSQ_SCRATCH_SLOTS)
+		return NULL;
+	if (lent[slot] && len <= lent_cap[slot])
+		return lent[slot];
+	if (len > LSQ_SCRATCH_KEEP_MAX)
 		return NULL;
 	if (pthread_once(&scratch_once, scratch_init) || scratch_key_err)
 		return NULL;
@@ -57,4 +64,12 @@ void *lsq_scratch(enum lsq_scratch_slot slot, size_t len)
 	s->buf[slot] = p;
 	s->cap[slot] = cap;
 	return p;
+}
+
+void lsq_scratch_lend(enum lsq_scratch_slot slot, void *buf, size_t cap)
+{
+	if ((unsigned)slot >= LSQ_SCRATCH_SLOTS)
+		return;
+	lent[slot] = buf;
+	lent_cap[slot] = buf ? cap : 0;
 }

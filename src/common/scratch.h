@@ -28,4 +28,10 @@ enum lsq_scratch_slot {
  * LSQ_SCRATCH_KEEP_MAX or memory is short. */
 void *lsq_scratch(enum lsq_scratch_slot slot, size_t len);
 
+/* Lend this thread a buffer of cap bytes for slot: lsq_scratch() returns
+ * it for any len up to cap (NULL ends the loan). FUSE ring threads lend
+ * their ring entry's payload for replies, so a read decompresses straight
+ * into the buffer the kernel copies the reply from. */
+void lsq_scratch_lend(enum lsq_scratch_slot slot, void *buf, size_t cap);
+
 #endif

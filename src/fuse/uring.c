@@ -61,6 +61,7 @@
 
 #include "common/log.h"
 #include "common/long_work.h"
+#include "common/scratch.h"
 
 #if LSQ_HAVE_LIBURING
 
@@ -156,6 +157,14 @@ struct ring_thread {
 	uint64_t run_delay;     /* its run queue wait when last read (ns) */
 	uint64_t run_delay_read; /* when that was (ns) */
 	atomic_uint_fast64_t requests; /* answered; only this thread adds */
+	bool seq_read;          /* the request continues a sequential read */
+	bool floating;          /* may run on any CPU (float_for_read) */
+};
+
+/* Per CPU queue: where its last READ ended (sequential readers). */
+struct ring_queue {
+	atomic_uint_fast64_t last_read_ino;
+	atomic_uint_fast64_t last_read_end;
 };
 
 struct lsq_uring {
@@ -167,6 +176,8 @@ struct lsq_uring {
 	atomic_uint registered; /* threads whose entry the kernel holds */
 	atomic_bool idle_handoff; /* commits may run as SCHED_IDLE */
 	struct ring_thread *threads;
+	struct ring_queue *queues;
+	cpu_set_t allowed;        /* CPUs the daemon may run on */
 };
 
 static __thread struct ring_thread *current_thread;
@@ -192,7 +203,11 @@ static ssize_t ring_writev(int fd, struct iovec *iov, int count,
 			errno = EINVAL;  /* answer() then replies EIO */
 			return -1;
 		}
-		memcpy(t->payload + used, iov[i].iov_base, iov[i].iov_len);
+		/* A reply built in the lent payload (lsq_scratch_lend) is
+		 * in place already. */
+		if (iov[i].iov_base != t->payload + used)
+			memmove(t->payload + used, iov[i].iov_base,
+				iov[i].iov_len);
 		used += iov[i].iov_len;
 	}
 	memcpy(t->hdr->in_out, oh, sizeof(*oh));
@@ -276,11 +291,45 @@ static void leave_idle(struct ring_thread *t)
 	}
 }
 
-/* lsq_long_work_hook of the ring threads: decompression ahead. */
+static void bind_to_cpu(unsigned cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	/* A CPU outside our cpuset: run anywhere, still correct. */
+	(void)sched_setaffinity(0, sizeof(set), &set);
+}
+
+/* Sequential reads: the kernel queues all of one reader's readahead
+ * requests on its CPU's queue, and that queue's threads are bound to it,
+ * so their blocks would decompress one after the other on that CPU. A
+ * thread answering a READ that continues the queue's last one therefore
+ * lets the scheduler place it on any CPU, as /dev/fuse threads are, and
+ * stays so while the stream goes on: woken for its next READ, it lands on
+ * an idle CPU instead of waiting behind its sibling. The first other
+ * request binds it back to its queue's CPU (answer()), where the
+ * same-CPU handoff needs it. Random reads stay bound: requests that do
+ * not come in parallel gain nothing from another CPU. */
+static void float_for_read(struct ring_thread *t)
+{
+	if (!t->seq_read || t->floating || CPU_COUNT(&t->u->allowed) < 2)
+		return;
+	if (sched_setaffinity(0, sizeof(t->u->allowed), &t->u->allowed) == 0)
+		t->floating = true;
+}
+
+/* lsq_long_work_hook of the ring threads: a source read or a
+ * decompression is ahead. */
 static void ring_long_work(void)
 {
-	if (current_thread)
-		leave_idle(current_thread);
+	struct ring_thread *t = current_thread;
+
+	if (!t)
+		return;
+	leave_idle(t);
+	if (t->unique)
+		float_for_read(t);
 }
 
 /* Prepares the commit of the reply, which also fetches the next request;
@@ -289,8 +338,9 @@ static void ring_long_work(void)
  * that one reads or decompresses (ring_long_work). */
 static int commit(struct ring_thread *t, uint64_t unique)
 {
+	/* Away from the caller's CPU, there is no handoff to make. */
 	if (atomic_load_explicit(&t->u->idle_handoff, memory_order_relaxed) &&
-	    t->schedstat_fd >= 0 && !t->idle &&
+	    t->schedstat_fd >= 0 && !t->idle && !t->floating &&
 	    now_ns() >= t->handoff_after &&
 	    set_policy(SCHED_IDLE) == 0)
 		t->idle = true;
@@ -377,6 +427,21 @@ static bool idle_handoff_allowed(void)
 	return ok;
 }
 
+/* Whether a READ continues where the queue's last one ended; records it. */
+static bool follows_last_read(struct ring_queue *q, uint64_t ino,
+			      const struct fuse_read_in *r)
+{
+	bool seq = atomic_load_explicit(&q->last_read_ino,
+					memory_order_relaxed) == ino &&
+		   atomic_load_explicit(&q->last_read_end,
+					memory_order_relaxed) == r->offset;
+
+	atomic_store_explicit(&q->last_read_ino, ino, memory_order_relaxed);
+	atomic_store_explicit(&q->last_read_end, r->offset + r->size,
+			      memory_order_relaxed);
+	return seq;
+}
+
 /* Hands the request now in the entry to libfuse; returns the unique to
  * commit, with the reply (or an error reply) in the entry. */
 static uint64_t answer(struct ring_thread *t)
@@ -406,6 +471,14 @@ static uint64_t answer(struct ring_thread *t)
 	memcpy(t->request + sizeof(*in) + op_len, t->payload, payload);
 	t->unique = unique;
 	t->replied = false;
+	t->seq_read = opcode == FUSE_READ &&
+		      op_len >= sizeof(struct fuse_read_in) &&
+		      follows_last_read(&t->u->queues[t->qid], in->nodeid,
+					(const void *)t->hdr->op_in);
+	if (!t->seq_read && t->floating) {
+		bind_to_cpu(t->qid);  /* back with the caller */
+		t->floating = false;
+	}
 	buf = (struct fuse_buf){ .size = in->len, .mem = t->request };
 	fuse_session_process_buf(t->u->se, &buf);
 	t->unique = 0;
@@ -424,15 +497,6 @@ fail:
 	return unique;
 }
 
-static void bind_to_cpu(unsigned cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	/* A CPU outside our cpuset: run anywhere, still correct. */
-	(void)sched_setaffinity(0, sizeof(set), &set);
-}
 
 static void sleep_ms(unsigned ms)
 {
@@ -487,6 +551,9 @@ static void *ring_thread_main(void *arg)
 	bind_to_cpu(t->qid);
 	current_thread = t;
 	lsq_long_work_hook = ring_long_work;
+	/* answer() copies each request out of the payload first, so
+	 * replies may be built in it. */
+	lsq_scratch_lend(LSQ_SCRATCH_REPLY, t->payload, PAYLOAD_CAP);
 	/* Only this thread submits, and completions (a request for us)
 	 * matter only when it waits: the kernel then runs their work in
 	 * our wait instead of interrupting us for it. */
@@ -630,10 +697,13 @@ struct lsq_uring *lsq_uring_start(struct fuse_session *se, unsigned threads)
 	atomic_init(&u->stopping, false);
 	atomic_init(&u->registered, 0);
 	u->threads = calloc(u->nthreads, sizeof(*u->threads));
-	if (!u->threads) {
+	u->queues = calloc(u->nqueues, sizeof(*u->queues));
+	if (!u->threads || !u->queues) {
 		u->nthreads = 0;
 		goto fail;
 	}
+	if (sched_getaffinity(0, sizeof(u->allowed), &u->allowed) != 0)
+		CPU_ZERO(&u->allowed);  /* then no thread floats */
 	for (i = 0; i < u->nthreads; i++) {
 		if (init_thread(u, &u->threads[i], i % u->nqueues)) {
 			lsq_debug("io_uring: out of memory; using /dev/fuse");
@@ -665,6 +735,7 @@ fail:
 	for (i = 0; i < u->nthreads; i++)
 		free_thread_buffers(&u->threads[i]);
 	free(u->threads);
+	free(u->queues);
 	free(u);
 	return NULL;
 }
@@ -700,6 +771,7 @@ void lsq_uring_stop(struct lsq_uring *u)
 		free_thread_buffers(&u->threads[i]);
 	}
 	free(u->threads);
+	free(u->queues);
 	free(u);
 }
 

@@ -413,8 +413,8 @@ static int run_mount(struct lsq_mount_options *opt)
 
 	/* no fork after this point: background fetches may use threads */
 	lsq_source_http_allow_threads(http_source);
-	if (opt->io_uring && !opt->single_thread)
-		uring = lsq_uring_start(se, opt->threads);
+	if (opt->io_uring != 0 && !opt->single_thread)
+		uring = lsq_uring_start(se, opt->threads, opt->io_uring > 0);
 	m.uring = uring;  /* before the stats watcher reads it */
 	start_watcher(&watcher, &m);
 	shown = lsq_url_redact(opt->image);

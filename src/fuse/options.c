@@ -254,7 +254,12 @@ static int parse_item(struct lsq_mount_options *opt, char *item,
 	} else if (IS("idle_poll")) {
 		return parse_on_off(name, value, &opt->idle_poll);
 	} else if (IS("io_uring")) {
-		return parse_on_off(name, value, &opt->io_uring);
+		bool on;
+
+		err = parse_on_off(name, value, &on);
+		if (!err)
+			opt->io_uring = on ? 1 : 0;
+		return err;
 	} else if (IS("decomp")) {
 		NEED_VALUE();
 		return parse_decomp(value, &opt->image_opts.decomp_contexts);
@@ -563,6 +568,7 @@ int lsq_mount_options_parse(struct lsq_mount_options *opt, int argc,
 	opt->mode = LSQ_MODE_MOUNT;
 	opt->threads = lsq_default_threads();
 	opt->busy_poll_us = lsq_default_busy_poll_us();
+	opt->io_uring = -1;
 	opt->entry_timeout = LSQ_DEFAULT_TIMEOUT;
 	opt->attr_timeout = LSQ_DEFAULT_TIMEOUT;
 	lsq_image_options_default(&opt->image_opts);
@@ -743,10 +749,9 @@ void lsq_mount_options_help(FILE *out)
 "                          round trips on VMs, at the idle CPUs' expense\n"
 "                          (default off)\n"
 "  io_uring[=on|off]       take requests over io_uring, each answered on the\n"
-"                          CPU of its caller, when the kernel offers it (fuse\n"
+"                          CPU of its caller, where the kernel offers it (fuse\n"
 "                          module parameter enable_uring set to 1): faster\n"
-"                          metadata walks and random reads, slower sequential\n"
-"                          reads (default off: /dev/fuse)\n"
+"                          metadata walks (default on; /dev/fuse elsewhere)\n"
 "  decomp=single|percpu|N  decompression contexts (default %s)\n"
 "  metadata_cache=SIZE     decompressed metadata cache (default %s)\n"
 "  data_cache=SIZE         decompressed data block cache (default %s)\n"

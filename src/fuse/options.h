@@ -62,7 +62,9 @@ struct lsq_mount_options {
 	unsigned threads;
 	unsigned busy_poll_us;  /* request loop spin bound, 0: none */
 	bool idle_poll;         /* idle CPUs poll while requests come */
-	bool io_uring;          /* FUSE over io_uring if the kernel has it */
+	/* FUSE over io_uring where the kernel offers it: 1 asked for, -1 by
+	 * default (used, and quiet where absent), 0 off */
+	int io_uring;
 	struct lsq_image_options image_opts;
 	double entry_timeout;
 	double attr_timeout;

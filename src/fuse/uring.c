@@ -673,15 +673,27 @@ static unsigned possible_cpus(void)
 	return n > 0 ? (unsigned)n : 1;
 }
 
-struct lsq_uring *lsq_uring_start(struct fuse_session *se, unsigned threads)
+/* Threads for queue qid: callers run only on the CPUs we may run on (the
+ * online ones in our cpuset); the other queues get one thread, as the
+ * kernel wants every queue registered before it uses the rings. */
+static unsigned queue_threads(const struct lsq_uring *u, unsigned qid,
+			      unsigned per_queue)
+{
+	return CPU_ISSET(qid, &u->allowed) ? per_queue : 1;
+}
+
+struct lsq_uring *lsq_uring_start(struct fuse_session *se, unsigned threads,
+				  bool asked)
 {
 	struct lsq_uring *u;
-	unsigned per_queue, i, n;
+	unsigned per_queue, q, i, n;
+	int cpus;
 
 	if (!kernel_offers_uring()) {
-		lsq_info("io_uring: the kernel does not offer FUSE over "
-			 "io_uring (Linux 6.14+, /sys/module/fuse/parameters/"
-			 "enable_uring); requests come over /dev/fuse");
+		lsq_log(asked ? LSQ_LOG_INFO : LSQ_LOG_DEBUG,
+			"io_uring: the kernel does not offer FUSE over "
+			"io_uring (Linux 6.14+, /sys/module/fuse/parameters/"
+			"enable_uring); requests come over /dev/fuse");
 		return NULL;
 	}
 	u = calloc(1, sizeof(*u));
@@ -690,10 +702,14 @@ struct lsq_uring *lsq_uring_start(struct fuse_session *se, unsigned threads)
 	u->se = se;
 	u->fd = fuse_session_fd(se);
 	u->nqueues = possible_cpus();
-	per_queue = threads / u->nqueues;
+	if (sched_getaffinity(0, sizeof(u->allowed), &u->allowed) != 0)
+		CPU_ZERO(&u->allowed);  /* then no thread floats */
+	cpus = CPU_COUNT(&u->allowed);
+	per_queue = threads / (unsigned)(cpus > 0 ? cpus : 1);
 	if (per_queue < 2)
 		per_queue = 2;
-	u->nthreads = u->nqueues * per_queue;
+	for (q = 0; q < u->nqueues; q++)
+		u->nthreads += queue_threads(u, q, per_queue);
 	atomic_init(&u->stopping, false);
 	atomic_init(&u->registered, 0);
 	u->threads = calloc(u->nthreads, sizeof(*u->threads));
@@ -702,13 +718,15 @@ struct lsq_uring *lsq_uring_start(struct fuse_session *se, unsigned threads)
 		u->nthreads = 0;
 		goto fail;
 	}
-	if (sched_getaffinity(0, sizeof(u->allowed), &u->allowed) != 0)
-		CPU_ZERO(&u->allowed);  /* then no thread floats */
-	for (i = 0; i < u->nthreads; i++) {
-		if (init_thread(u, &u->threads[i], i % u->nqueues)) {
-			lsq_debug("io_uring: out of memory; using /dev/fuse");
-			u->nthreads = i;
-			goto fail;
+	i = 0;
+	for (q = 0; q < u->nqueues; q++) {
+		for (n = queue_threads(u, q, per_queue); n > 0; n--, i++) {
+			if (init_thread(u, &u->threads[i], q)) {
+				lsq_debug("io_uring: out of memory; using "
+					  "/dev/fuse");
+				u->nthreads = i;
+				goto fail;
+			}
 		}
 	}
 	atomic_init(&u->idle_handoff, idle_handoff_allowed());
@@ -727,7 +745,8 @@ struct lsq_uring *lsq_uring_start(struct fuse_session *se, unsigned threads)
 	if (n < u->nthreads)
 		lsq_warn("io_uring: started %u of %u ring threads", n,
 			 u->nthreads);
-	lsq_debug("io_uring: %u queues x %u threads%s", u->nqueues, per_queue,
+	lsq_debug("io_uring: %u queues, %u threads (%u per CPU we run on)%s",
+		  u->nqueues, u->nthreads, per_queue,
 		  atomic_load(&u->idle_handoff) ? ", same-CPU handoff" : "");
 	return u;
 
@@ -777,12 +796,14 @@ void lsq_uring_stop(struct lsq_uring *u)
 
 #else /* !LSQ_HAVE_LIBURING */
 
-struct lsq_uring *lsq_uring_start(struct fuse_session *se, unsigned threads)
+struct lsq_uring *lsq_uring_start(struct fuse_session *se, unsigned threads,
+				  bool asked)
 {
 	(void)se;
 	(void)threads;
-	lsq_warn("io_uring: not built in (no liburing); requests come over "
-		 "/dev/fuse");
+	lsq_log(asked ? LSQ_LOG_WARNING : LSQ_LOG_DEBUG,
+		"io_uring: not built in (no liburing); requests come over "
+		"/dev/fuse");
 	return NULL;
 }
 

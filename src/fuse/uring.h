@@ -7,22 +7,26 @@
 #ifndef LSQ_FUSE_URING_H
 #define LSQ_FUSE_URING_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct fuse_session;
 struct lsq_uring;
 
-/* For -o io_uring. Installs the reply hook on se (through
- * fuse_session_custom_io) and starts, for every possible CPU, threads /
- * CPUs threads (at least 2, so one waiting for the network leaves its
- * CPU's callers another), which register with the kernel once the session
- * is initialised. Call after fuse_session_mount() and any fork, before the
- * /dev/fuse loop runs: that loop still answers INIT, FORGET and INTERRUPT,
- * and every request until all queues are up. Returns NULL, having logged
- * why, when the kernel does not offer FUSE over io_uring (fuse module
- * parameter enable_uring) or this build lacks liburing; the mount then
- * works as without the option. */
-struct lsq_uring *lsq_uring_start(struct fuse_session *se, unsigned threads);
+/* For -o io_uring (on by default). Installs the reply hook on se (through
+ * fuse_session_custom_io) and starts, for every online CPU, threads /
+ * online CPUs threads (at least 2, so one waiting for the network leaves
+ * its CPU's callers another), and one for each possible but offline CPU
+ * (the kernel wants every queue registered), which register with the
+ * kernel once the session is initialised. Call after fuse_session_mount()
+ * and any fork, before the /dev/fuse loop runs: that loop still answers
+ * INIT, FORGET and INTERRUPT, and every request until all queues are up.
+ * Returns NULL when the kernel does not offer FUSE over io_uring (fuse
+ * module parameter enable_uring) or this build lacks liburing, having
+ * said so at info level if 'asked' (debug otherwise); the mount then
+ * works over /dev/fuse. */
+struct lsq_uring *lsq_uring_start(struct fuse_session *se, unsigned threads,
+				  bool asked);
 
 /* Call once the connection is gone (after fuse_session_unmount()): the
  * kernel then ends every pending fetch and the threads exit. Joins and

@@ -13,8 +13,9 @@
  * again, with no cross-CPU wakeup and no halted CPU in between, as when
  * the kernel's own squashfs reads.
  *
- * How: per possible CPU (the kernel wants a queue for each) we run a few
- * threads, bound to that CPU. Each owns a small ring and one ring entry
+ * How: per CPU we may run on, a few threads bound to that CPU (one for
+ * each other possible CPU: the kernel wants every queue registered). Each
+ * owns a small ring and one ring entry
  * (a header buffer and a payload buffer the kernel copies requests into),
  * so a thread busy with a slow request (a network fetch) holds no entry
  * another request could wait on. A request is copied into one contiguous
@@ -32,13 +33,20 @@
  * halted CPU at every reply. For the commit our thread therefore runs as
  * SCHED_IDLE: a CPU running only SCHED_IDLE tasks counts as idle, the
  * caller stays on its CPU and preempts us at once. We stay SCHED_IDLE for
- * the next request and go back to SCHED_OTHER only before decompressing
- * (common/long_work.h): the two policy switches cost as much as the rest
- * of a readdir answered from memory (cold find -type f 0.48-0.54 s ->
- * 0.41-0.46 s). Where a busy CPU kept us waiting as SCHED_IDLE for long
- * (another task ran first), the thread hands off plainly for a while.
- * Only where switching back is allowed (root, CAP_SYS_NICE or
- * RLIMIT_NICE), probed once on a throwaway thread.
+ * the next request and go back to SCHED_OTHER only before a source read
+ * or a decompression (common/long_work.h): the two policy switches cost
+ * as much as the rest of a readdir answered from memory (cold find -type
+ * f 0.48-0.54 s -> 0.39-0.40 s). Where our run queue wait shows that a
+ * busy CPU kept us waiting as SCHED_IDLE (check_starved), the thread
+ * hands off plainly for a while. Only where switching back is allowed
+ * (root, CAP_SYS_NICE or RLIMIT_NICE), probed once on a throwaway thread.
+ *
+ * Sequential readers: the kernel queues all of one reader's readahead
+ * requests on its CPU's queue, so their blocks would decompress one after
+ * the other there (xz, 1 MiB reads: 42 instead of 72 MiB/s). A thread
+ * whose READ continues the queue's last one may therefore run on any CPU
+ * until its queue sees another kind of request (float_for_read). Replies
+ * are built in the ring payload itself (lsq_scratch_lend): no copy.
  *
  * The kernel switches from /dev/fuse to the rings only once every queue has
  * an entry registered, and it still sends INIT, FORGET and INTERRUPT over
@@ -47,10 +55,10 @@
  * request until the rings are up, and registration works without it.
  * At unmount the kernel ends every pending fetch with -ENOTCONN.
  *
- * The price, and why it is opt-in (-o io_uring): the readahead requests of
- * one sequential reader all land on its CPU's queue, so their
- * decompression no longer spreads over the CPUs (xz, 1 MiB reads: 42
- * instead of 72 MiB/s; docs/architecture.md has what was tried).
+ *
+ * On by default (-o io_uring=off to stay on /dev/fuse); used only where
+ * root has switched the kernel's support on. docs/architecture.md has the
+ * figures and what was tried.
  */
 
 #include "fuse/uring.h"
@@ -496,7 +504,6 @@ fail:
 	t->hdr->ent_in_out.payload_sz = 0;
 	return unique;
 }
-
 
 static void sleep_ms(unsigned ms)
 {

@@ -14,17 +14,17 @@ struct fuse_session;
 struct lsq_uring;
 
 /* For -o io_uring (on by default). Installs the reply hook on se (through
- * fuse_session_custom_io) and starts, for every online CPU, threads /
- * online CPUs threads (at least 2, so one waiting for the network leaves
- * its CPU's callers another), and one for each possible but offline CPU
- * (the kernel wants every queue registered), which register with the
- * kernel once the session is initialised. Call after fuse_session_mount()
- * and any fork, before the /dev/fuse loop runs: that loop still answers
- * INIT, FORGET and INTERRUPT, and every request until all queues are up.
- * Returns NULL when the kernel does not offer FUSE over io_uring (fuse
- * module parameter enable_uring) or this build lacks liburing, having
- * said so at info level if 'asked' (debug otherwise); the mount then
- * works over /dev/fuse. */
+ * fuse_session_custom_io) and starts, for every CPU the daemon may run on
+ * (its affinity), threads / those CPUs threads (at least 2, so one
+ * waiting for the network leaves its CPU's callers another), and one for
+ * each other possible CPU (the kernel wants every queue registered), which
+ * register with the kernel once the session is initialised. Call after
+ * fuse_session_mount() and any fork, before the /dev/fuse loop runs: that
+ * loop still answers INIT, FORGET and INTERRUPT, and every request until
+ * all queues are up. Returns NULL when the kernel does not offer FUSE over
+ * io_uring (fuse module parameter enable_uring) or this build lacks
+ * liburing, having said so if 'asked' (at debug level otherwise); the
+ * mount then works over /dev/fuse. */
 struct lsq_uring *lsq_uring_start(struct fuse_session *se, unsigned threads,
 				  bool asked);
 

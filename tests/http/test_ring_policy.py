@@ -55,22 +55,36 @@ def test_ring_thread_leaves_sched_idle_for_a_slow_fetch(
     # our requests (and the reader thread's) go to CPU 0's queue
     os.sched_setaffinity(0, {0})
     try:
+        # threads=2: two ring threads on CPU 0's queue (the daemon runs
+        # on CPU 0 only, like us), both busy with the lookups below
         m = mounts(fault_server.url("/small.sqfs"),
-                   ["timeout=10", "readahead=0", "io_uring"])
+                   ["timeout=10", "readahead=0", "io_uring", "threads=2"])
         pid = m.proc.pid
 
         def idle_threads():
             return {t for t, p in ring_policies(pid).items()
                     if p == SCHED_IDLE}
 
-        # quick requests (readdir, getattr) leave their threads idle; the
-        # rings take over once every CPU's queue has registered
+        # quick requests (lookups of names never asked before: the kernel
+        # caches the rest) leave their threads idle; the rings take over
+        # once every CPU's queue has registered
+        n = 0
+
+        def lookups(count):
+            nonlocal n
+            for _ in range(count):
+                n += 1
+                try:
+                    os.lstat(os.path.join(m.mnt, "absent-%d" % n))
+                except FileNotFoundError:
+                    pass
+
         deadline = time.monotonic() + 10
         while not idle_threads() and time.monotonic() < deadline:
-            for name in os.listdir(m.mnt):
-                os.lstat(os.path.join(m.mnt, name))
+            lookups(20)
             time.sleep(0.01)
         assert idle_threads(), ring_policies(pid)
+        lookups(100)  # whichever entry the kernel picks, both have run
         # and stay so once they have run again (we sleep: CPU 0 is theirs)
         time.sleep(0.3)
         idle = idle_threads()

@@ -85,6 +85,18 @@ static int parse_on_off(const char *name, const char *value, bool *out)
 	return LSQ_OK;
 }
 
+/* An on/off option whose default depends on other things: 1 or 0 once
+ * given, the caller's -1 until then. */
+static int parse_on_off_given(const char *name, const char *value, int *out)
+{
+	bool on;
+	int err = parse_on_off(name, value, &on);
+
+	if (!err)
+		*out = on ? 1 : 0;
+	return err;
+}
+
 static int parse_uint(const char *name, const char *value, uint64_t min,
 		      uint64_t max, uint64_t *out)
 {
@@ -254,12 +266,7 @@ static int parse_item(struct lsq_mount_options *opt, char *item,
 	} else if (IS("idle_poll")) {
 		return parse_on_off(name, value, &opt->idle_poll);
 	} else if (IS("io_uring")) {
-		bool on;
-
-		err = parse_on_off(name, value, &on);
-		if (!err)
-			opt->io_uring = on ? 1 : 0;
-		return err;
+		return parse_on_off_given(name, value, &opt->io_uring);
 	} else if (IS("decomp")) {
 		NEED_VALUE();
 		return parse_decomp(value, &opt->image_opts.decomp_contexts);
@@ -355,12 +362,7 @@ static int parse_item(struct lsq_mount_options *opt, char *item,
 		opt->prefetch_metadata = 0;
 		return LSQ_OK;
 	} else if (IS("prefetch_metadata")) {
-		bool on;
-
-		err = parse_on_off(name, value, &on);
-		if (!err)
-			opt->prefetch_metadata = on;
-		return err;
+		return parse_on_off_given(name, value, &opt->prefetch_metadata);
 	} else if (IS("cache_dir")) {
 		char *copy;
 

@@ -185,12 +185,15 @@ int lsq_codec_decompress(struct lsq_codec *codec, const void *in,
 					     out, out_cap, out_len);
 	} else {
 		err = lsq_codec_pool_acquire(codec->pool, &slot, &ctx);
-		if (err < 0)
+		if (err < 0) {
+			lsq_long_work_done();
 			return err;
+		}
 		err = codec->ops->decompress(&codec->cfg, ctx, in, in_len, out,
 					     out_cap, out_len);
 		lsq_codec_pool_release(slot);
 	}
+	lsq_long_work_done();
 	atomic_fetch_add_explicit(&codec->calls, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&codec->nanoseconds, now_ns() - start,
 				  memory_order_relaxed);

@@ -16,14 +16,22 @@
 #ifndef LSQ_COMMON_LONG_WORK_H
 #define LSQ_COMMON_LONG_WORK_H
 
-/* Called on this thread before work that takes a while; NULL: nobody
- * listens. Set by the thread itself. */
-extern _Thread_local void (*lsq_long_work_hook)(void);
+#include <stdbool.h>
+
+/* Called on this thread before work that takes a while (done false) and
+ * after it (done true); NULL: nobody listens. Set by the thread itself. */
+extern _Thread_local void (*lsq_long_work_hook)(bool done);
 
 static inline void lsq_long_work_ahead(void)
 {
 	if (lsq_long_work_hook)
-		lsq_long_work_hook();
+		lsq_long_work_hook(false);
+}
+
+static inline void lsq_long_work_done(void)
+{
+	if (lsq_long_work_hook)
+		lsq_long_work_hook(true);
 }
 
 #endif

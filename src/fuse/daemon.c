@@ -259,6 +259,7 @@ static int run_loop(struct fuse_session *se, struct lsq_mount *m,
 		.max_threads = opt->single_thread ? 1 : opt->threads,
 		.busy_poll_us = opt->busy_poll_us,
 		.idle_poll = opt->idle_poll,
+		.same_cpu = opt->same_cpu,
 		.answer_inline = lsq_fuse_answers_inline,
 		.ctx = m,
 	};
@@ -414,7 +415,8 @@ static int run_mount(struct lsq_mount_options *opt)
 	/* no fork after this point: background fetches may use threads */
 	lsq_source_http_allow_threads(http_source);
 	if (opt->io_uring != 0 && !opt->single_thread)
-		uring = lsq_uring_start(se, opt->threads, opt->io_uring > 0);
+		uring = lsq_uring_start(se, opt->threads, opt->io_uring > 0,
+					opt->same_cpu);
 	m.uring = uring;  /* before the stats watcher reads it */
 	start_watcher(&watcher, &m);
 	shown = lsq_url_redact(opt->image);

@@ -265,6 +265,8 @@ static int parse_item(struct lsq_mount_options *opt, char *item,
 		return err;
 	} else if (IS("idle_poll")) {
 		return parse_on_off(name, value, &opt->idle_poll);
+	} else if (IS("same_cpu")) {
+		return parse_on_off(name, value, &opt->same_cpu);
 	} else if (IS("io_uring")) {
 		return parse_on_off_given(name, value, &opt->io_uring);
 	} else if (IS("decomp")) {
@@ -571,6 +573,7 @@ int lsq_mount_options_parse(struct lsq_mount_options *opt, int argc,
 	opt->threads = lsq_default_threads();
 	opt->busy_poll_us = lsq_default_busy_poll_us();
 	opt->io_uring = -1;
+	opt->same_cpu = true;
 	opt->entry_timeout = LSQ_DEFAULT_TIMEOUT;
 	opt->attr_timeout = LSQ_DEFAULT_TIMEOUT;
 	lsq_image_options_default(&opt->image_opts);
@@ -750,6 +753,10 @@ void lsq_mount_options_help(FILE *out)
 "                          of halting (CPU latency PM QoS; needs root): faster\n"
 "                          round trips on VMs, at the idle CPUs' expense\n"
 "                          (default off)\n"
+"  same_cpu[=on|off]       answer a run of quick requests (a metadata walk) on\n"
+"                          the caller's CPU as SCHED_IDLE, so the reply hands\n"
+"                          the CPU straight back; needs root or RLIMIT_NICE\n"
+"                          (default on)\n"
 "  io_uring[=on|off]       take requests over io_uring, each answered on the\n"
 "                          CPU of its caller, where the kernel offers it (fuse\n"
 "                          module parameter enable_uring set to 1): faster\n"

@@ -62,6 +62,7 @@ struct lsq_mount_options {
 	unsigned threads;
 	unsigned busy_poll_us;  /* request loop spin bound, 0: none */
 	bool idle_poll;         /* idle CPUs poll while requests come */
+	bool same_cpu;          /* quick answers on the caller's CPU */
 	/* FUSE over io_uring where the kernel offers it: 1 asked for, -1 by
 	 * default (used, and quiet where absent), 0 off */
 	int io_uring;

@@ -54,6 +54,7 @@
 #define FUSE_USE_VERSION 312
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <linux/fuse.h>
@@ -62,6 +63,7 @@
 #include <sched.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +73,8 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/long_work.h"
+#include "fuse/sched_idle.h"
 
 /* The shortest spin worth starting again after it had shrunk to nothing. */
 #define SPIN_MIN_NS 10000u
@@ -79,6 +83,14 @@
  * and the value that lifts it (PM_QOS_CPU_LATENCY_DEFAULT_VALUE). */
 #define IDLE_POLL_HOLD_MS 2
 #define CPU_LATENCY_NO_CONSTRAINT 2000000000
+
+/* How often the leader looks up which CPU its callers run on. */
+#define CALLER_CHECK_NS 2000000u
+
+/* Same-CPU answers start after this many quick requests in a row: a mix
+ * of quick requests and reads (tar, a build) hands the seat on at every
+ * read, and rebinding the leader each time costs more than it saves. */
+#define SAME_CPU_AFTER 16u
 
 struct request_loop {
 	struct fuse_session *se;
@@ -94,6 +106,12 @@ struct request_loop {
 	int qos_fd;             /* /dev/cpu_dma_latency; -1: no idle_poll */
 	pthread_mutex_t qos_mu; /* orders the writes to qos_fd */
 	atomic_bool qos_on;     /* our zero-latency request is in force */
+
+	bool same_cpu;          /* the leader answers on the caller's CPU */
+	cpu_set_t allowed;      /* CPUs we may run on */
+	atomic_int caller_cpu;  /* where the last caller looked up ran, -1 */
+	atomic_uint_fast64_t caller_checked; /* when that was (ns) */
+	atomic_uint quick_run;  /* quick requests since the last handoff */
 
 	pthread_mutex_t mu;
 	pthread_cond_t seat_free;
@@ -115,6 +133,14 @@ static uint64_t now_ns(void)
 }
 
 static void *worker_main(void *arg);
+
+/* A worker's own state for same-CPU answers. */
+struct worker {
+	struct lsq_idle_thread idle;
+	int bound_cpu;          /* -1: may run on any allowed CPU */
+};
+
+static __thread struct worker *current_worker;
 
 /* What a thread does next; see the comment at the top. */
 enum role { FOLLOWER, LEADER, FREE_READER };
@@ -275,12 +301,100 @@ static int make_epoll(struct request_loop *lp)
 	return ep;
 }
 
+/* The CPU a task last ran on: field 39 of /proc/PID/stat; -1 if unknown
+ * (gone, hidden by hidepid, or in a pid namespace we cannot see). */
+static int task_cpu(uint32_t pid)
+{
+	char path[32], buf[1024], *p;
+	ssize_t n;
+	int fd, field;
+
+	snprintf(path, sizeof(path), "/proc/%" PRIu32 "/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');  /* the command name may hold anything */
+	for (field = 2; p && field < 39; field++)
+		p = strchr(p + 1, ' ');
+	return p ? atoi(p + 1) : -1;
+}
+
+/* Back to a plain thread: SCHED_OTHER, any allowed CPU. */
+static void answer_anywhere(struct request_loop *lp, struct worker *w)
+{
+	lsq_idle_leave(&w->idle);
+	if (w->bound_cpu >= 0 &&
+	    sched_setaffinity(0, sizeof(lp->allowed), &lp->allowed) == 0)
+		w->bound_cpu = -1;
+}
+
+/* The leader is about to answer a quick request itself: do it on the
+ * caller's CPU, as SCHED_IDLE (fuse/sched_idle.h), so the reply wakes the
+ * caller where it sleeps and the CPU is handed straight back. */
+static void answer_on_callers_cpu(struct request_loop *lp, struct worker *w,
+				  const struct fuse_in_header *in)
+{
+	uint64_t now = lsq_monotonic_ns();
+	int cpu;
+
+	if (!lp->same_cpu)
+		return;
+	if (atomic_load_explicit(&lp->quick_run, memory_order_relaxed) <
+	    SAME_CPU_AFTER) {
+		atomic_fetch_add_explicit(&lp->quick_run, 1,
+					  memory_order_relaxed);
+		return;
+	}
+	if (in->pid && now - atomic_load_explicit(&lp->caller_checked,
+					memory_order_relaxed) > CALLER_CHECK_NS) {
+		atomic_store_explicit(&lp->caller_checked, now,
+				      memory_order_relaxed);
+		atomic_store_explicit(&lp->caller_cpu, task_cpu(in->pid),
+				      memory_order_relaxed);
+	}
+	cpu = atomic_load_explicit(&lp->caller_cpu, memory_order_relaxed);
+	if (cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &lp->allowed) ||
+	    !lsq_idle_enter(&w->idle, now)) {
+		answer_anywhere(lp, w);
+		return;
+	}
+	if (w->bound_cpu != cpu) {
+		cpu_set_t one;
+
+		CPU_ZERO(&one);
+		CPU_SET(cpu, &one);
+		if (sched_setaffinity(0, sizeof(one), &one) == 0)
+			w->bound_cpu = cpu;
+	}
+}
+
+/* lsq_long_work_hook of the workers: a source read or a decompression
+ * wants the thread's fair share of the CPU. On the caller's CPU we go
+ * SCHED_IDLE again as soon as it is done: a reply sent as SCHED_OTHER
+ * would make the scheduler wake the caller on another CPU. */
+static void worker_long_work(bool done)
+{
+	struct worker *w = current_worker;
+
+	if (!w)
+		return;
+	if (!done)
+		lsq_idle_leave(&w->idle);
+	else if (w->bound_cpu >= 0)
+		lsq_idle_enter(&w->idle, lsq_monotonic_ns());
+}
+
 /* The next request into buf: > 0 its size, 0 the session ended, < 0 a
  * read error, -EAGAIN (free readers only) when woken for nothing while no
  * request is being answered: time to settle. *queued tells whether the
  * request was waiting already. Only the leader spins. */
 static int next_request(struct request_loop *lp, struct fuse_buf *buf,
-			bool *queued, enum role role, int ep)
+			bool *queued, enum role role, int ep, struct worker *w)
 {
 	uint64_t start = 0;
 	bool slept = false;
@@ -315,7 +429,10 @@ static int next_request(struct request_loop *lp, struct fuse_buf *buf,
 		} else {
 			if (!start)
 				start = now_ns();
-			if (!slept && now_ns() - start < lp->spin_ns &&
+			/* On the caller's CPU a spin only delays the
+			 * caller; our wakeup there is a local one. */
+			if (!slept && !w->idle.idle &&
+			    now_ns() - start < lp->spin_ns &&
 			    atomic_load_explicit(&lp->busy,
 						 memory_order_relaxed) == 0) {
 				/* Like haltpoll, spin only on a CPU nobody
@@ -333,7 +450,12 @@ static int next_request(struct request_loop *lp, struct fuse_buf *buf,
 			if (res == 0)
 				set_idle_poll(lp, false);  /* requests stopped */
 		} else {
+			uint64_t before = w->idle.idle ? now_ns() : 0;
+
 			res = wait_readable(lp, ep, -1);
+			if (before && now_ns() - before > LSQ_STARVE_CHECK_NS &&
+			    lsq_idle_check_starved(&w->idle, now_ns()))
+				answer_anywhere(lp, w);
 		}
 		if (res < 0)
 			return res;
@@ -357,8 +479,20 @@ static void *worker_main(void *arg)
 	struct fuse_buf buf = { .mem = NULL };
 	enum role role = FOLLOWER;
 	int ep = make_epoll(lp);
+	struct worker w = { .bound_cpu = -1 };
 
 	pthread_setname_np(pthread_self(), "sqfs-worker");
+	/* A thread inherits policy and CPU from the one that started it,
+	 * which may have been answering on a caller's CPU. */
+	if (lp->same_cpu) {
+		struct sched_param sp = { .sched_priority = 0 };
+
+		sched_setscheduler(0, SCHED_OTHER, &sp);
+		sched_setaffinity(0, sizeof(lp->allowed), &lp->allowed);
+	}
+	lsq_idle_thread_init(&w.idle);
+	current_worker = &w;
+	lsq_long_work_hook = worker_long_work;
 	for (;;) {
 		bool queued;
 		int res;
@@ -368,7 +502,7 @@ static void *worker_main(void *arg)
 				break;
 			role = LEADER;
 		}
-		res = next_request(lp, &buf, &queued, role, ep);
+		res = next_request(lp, &buf, &queued, role, ep, &w);
 		if (res == -EAGAIN) {
 			role = settle(lp, true);
 			continue;
@@ -377,16 +511,26 @@ static void *worker_main(void *arg)
 			end_loop(lp, res);
 			break;
 		}
-		if (queued || !may_answer_inline(lp, &buf, (size_t)res)) {
+		/* On the caller's CPU, the caller's next request is always
+		 * queued by the time we look: it ran as soon as we replied. */
+		if ((queued && !w.idle.idle) ||
+		    !may_answer_inline(lp, &buf, (size_t)res)) {
 			atomic_fetch_add_explicit(&lp->busy, 1,
 						  memory_order_relaxed);
 			stop_reading(lp, role);
+			atomic_store_explicit(&lp->quick_run, 0,
+					      memory_order_relaxed);
+			answer_anywhere(lp, &w);
 			fuse_session_process_buf(lp->se, &buf);
 			atomic_fetch_sub_explicit(&lp->busy, 1,
 						  memory_order_relaxed);
 			role = settle(lp, false);
 			continue;
 		}
+		if (role == LEADER)
+			answer_on_callers_cpu(lp, &w, buf.mem);
+		else
+			answer_anywhere(lp, &w);
 		fuse_session_process_buf(lp->se, &buf);
 		if (role == FREE_READER &&
 		    atomic_load_explicit(&lp->busy, memory_order_relaxed) == 0)
@@ -394,6 +538,9 @@ static void *worker_main(void *arg)
 	}
 	if (ep >= 0)
 		close(ep);
+	current_worker = NULL;
+	lsq_long_work_hook = NULL;
+	lsq_idle_thread_fini(&w.idle);
 	free(buf.mem);
 	return NULL;
 }
@@ -448,6 +595,12 @@ int lsq_request_loop_run(struct fuse_session *se,
 				 "(%s); idle CPUs will halt as usual",
 				 strerror(errno));
 	}
+	lp.same_cpu = opt->same_cpu &&
+		      sched_getaffinity(0, sizeof(lp.allowed), &lp.allowed) == 0 &&
+		      CPU_COUNT(&lp.allowed) > 1 && lsq_sched_idle_allowed();
+	atomic_init(&lp.caller_cpu, -1);
+	atomic_init(&lp.caller_checked, 0);
+	atomic_init(&lp.quick_run, 0);
 	pthread_mutex_init(&lp.qos_mu, NULL);
 	atomic_init(&lp.qos_on, false);
 	atomic_init(&lp.stopping, false);

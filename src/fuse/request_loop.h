@@ -19,6 +19,9 @@ struct lsq_request_loop_options {
 	unsigned busy_poll_us;    /* longest spin before sleeping, 0: none */
 	/* Keep idle CPUs polling (CPU latency PM QoS) while requests come. */
 	bool idle_poll;
+	/* The leader answers quick requests on the caller's CPU as
+	 * SCHED_IDLE (where allowed and more than one CPU is ours). */
+	bool same_cpu;
 	/* May the leader answer this opcode itself, without waking a
 	 * follower? True only for requests answered from memory. NULL: no. */
 	bool (*answer_inline)(void *ctx, uint32_t opcode);

@@ -37,9 +37,10 @@
  * or a decompression (common/long_work.h): the two policy switches cost
  * as much as the rest of a readdir answered from memory (cold find -type
  * f 0.48-0.54 s -> 0.39-0.40 s). Where our run queue wait shows that a
- * busy CPU kept us waiting as SCHED_IDLE (check_starved), the thread
- * hands off plainly for a while. Only where switching back is allowed
- * (root, CAP_SYS_NICE or RLIMIT_NICE), probed once on a throwaway thread.
+ * busy CPU kept us waiting as SCHED_IDLE, the thread hands off plainly
+ * for a while (fuse/sched_idle.h, shared with the /dev/fuse loop). Only
+ * where switching back is allowed (root, CAP_SYS_NICE or RLIMIT_NICE),
+ * and not with -o same_cpu=off.
  *
  * Sequential readers: the kernel queues all of one reader's readahead
  * requests on its CPU's queue, so their blocks would decompress one after
@@ -70,6 +71,7 @@
 #include "common/log.h"
 #include "common/long_work.h"
 #include "common/scratch.h"
+#include "fuse/sched_idle.h"
 
 #if LSQ_HAVE_LIBURING
 
@@ -138,14 +140,6 @@ _Static_assert(sizeof(struct ring_cmd_req) == 24, "FUSE ring ABI");
 /* How long a thread waits for the session's INIT before giving up. */
 #define INIT_WAIT_MS 10000
 
-/* Waiting on the run queue this long (other tasks want the CPU) since the
- * last look makes a thread hand off plainly for HANDOFF_PAUSE_NS. We look
- * after waits for a request longer than STARVE_CHECK_NS: starvation shows
- * as one, and the hot path (requests microseconds apart) reads nothing. */
-#define HANDOFF_SLOW_NS 2000000u
-#define HANDOFF_PAUSE_NS 1000000000u
-#define STARVE_CHECK_NS 1000000u
-
 struct ring_thread {
 	struct lsq_uring *u;
 	unsigned qid;
@@ -159,11 +153,7 @@ struct ring_thread {
 	struct iovec iov[2];
 	uint64_t unique;        /* request being answered */
 	bool replied;           /* its reply is in the entry */
-	bool idle;              /* runs as SCHED_IDLE */
-	uint64_t handoff_after; /* no SCHED_IDLE commits before (ns) */
-	int schedstat_fd;       /* our /proc schedstat; -1: no idle commits */
-	uint64_t run_delay;     /* its run queue wait when last read (ns) */
-	uint64_t run_delay_read; /* when that was (ns) */
+	struct lsq_idle_thread sched; /* SCHED_IDLE between quick requests */
 	atomic_uint_fast64_t requests; /* answered; only this thread adds */
 	bool seq_read;          /* the request continues a sequential read */
 	bool floating;          /* may run on any CPU (float_for_read) */
@@ -269,32 +259,16 @@ static int submit_cmd(struct ring_thread *t, uint32_t op, uint64_t commit)
 	return io_uring_submit(&t->ring) == 1 ? 0 : -EIO;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int set_policy(int policy)
-{
-	struct sched_param sp = { .sched_priority = 0 };
-
-	return sched_setscheduler(0, policy, &sp);
-}
-
 /* Back to SCHED_OTHER for work that needs its fair share of the CPU. */
 static void leave_idle(struct ring_thread *t)
 {
-	if (!t->idle)
-		return;
-	t->idle = false;
-	if (set_policy(SCHED_OTHER) != 0) {
+	int err = lsq_idle_leave(&t->sched);
+
+	if (err < 0) {
 		/* Only if someone lowered our RLIMIT_NICE since the probe:
 		 * this thread stays slow under load, the others stop. */
 		lsq_warn("io_uring: cannot leave SCHED_IDLE (%s); no more "
-			 "same-CPU handoffs", strerror(errno));
+			 "same-CPU handoffs", strerror(-err));
 		atomic_store(&t->u->idle_handoff, false);
 	}
 }
@@ -329,11 +303,12 @@ static void float_for_read(struct ring_thread *t)
 
 /* lsq_long_work_hook of the ring threads: a source read or a
  * decompression is ahead. */
-static void ring_long_work(void)
+static void ring_long_work(bool done)
 {
 	struct ring_thread *t = current_thread;
 
-	if (!t)
+	/* Done: the commit goes idle again, right before the reply. */
+	if (!t || done)
 		return;
 	leave_idle(t);
 	if (t->unique)
@@ -348,50 +323,9 @@ static int commit(struct ring_thread *t, uint64_t unique)
 {
 	/* Away from the caller's CPU, there is no handoff to make. */
 	if (atomic_load_explicit(&t->u->idle_handoff, memory_order_relaxed) &&
-	    t->schedstat_fd >= 0 && !t->idle && !t->floating &&
-	    now_ns() >= t->handoff_after &&
-	    set_policy(SCHED_IDLE) == 0)
-		t->idle = true;
+	    !t->floating)
+		lsq_idle_enter(&t->sched, lsq_monotonic_ns());
 	return prep_cmd(t, RING_CMD_COMMIT_AND_FETCH, unique);
-}
-
-/* The second field of /proc/thread-self/schedstat: nanoseconds spent
- * runnable but waiting for the CPU. */
-static bool read_run_delay(struct ring_thread *t, uint64_t *out)
-{
-	char buf[96];
-	ssize_t n = pread(t->schedstat_fd, buf, sizeof(buf) - 1, 0);
-	char *p;
-
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
-	p = strchr(buf, ' ');
-	if (!p)
-		return false;
-	*out = strtoull(p + 1, NULL, 10);
-	return true;
-}
-
-/* After a long wait for a request: if, as SCHED_IDLE, we spent most of the
- * time since the last look waiting for the CPU while other tasks ran,
- * requests waited with us; hand off plainly for a while. Most, not any:
- * a caller that runs on between its requests keeps us off the CPU for a
- * moment after each commit, which adds up over a long walk. */
-static void check_starved(struct ring_thread *t)
-{
-	uint64_t delay, now = now_ns(), waited;
-
-	if (!read_run_delay(t, &delay))
-		return;
-	waited = delay - t->run_delay;
-	if (t->idle && waited > HANDOFF_SLOW_NS &&
-	    2 * waited > now - t->run_delay_read) {
-		t->handoff_after = now + HANDOFF_PAUSE_NS;
-		leave_idle(t);
-	}
-	t->run_delay = delay;
-	t->run_delay_read = now;
 }
 
 /* Submits what is queued (a commit) and waits for the next completion. */
@@ -400,39 +334,22 @@ static int wait_next(struct ring_thread *t, struct io_uring_cqe **cqe)
 	/* The kernel ends our fetch at unmount; the timeout only bounds
 	 * how long a stop waits when it does not. */
 	struct __kernel_timespec ts = { .tv_sec = 1 };
-	uint64_t start = t->idle ? now_ns() : 0;
+	uint64_t start = t->sched.idle ? lsq_monotonic_ns() : 0;
 	int res;
 
 	*cqe = NULL;
 	res = io_uring_submit_and_wait_timeout(&t->ring, cqe, 1, &ts, NULL);
-	if (start && now_ns() - start > STARVE_CHECK_NS)
-		check_starved(t);
+	if (start) {
+		uint64_t now = lsq_monotonic_ns();
+
+		if (now - start > LSQ_STARVE_CHECK_NS)
+			lsq_idle_check_starved(&t->sched, now);
+	}
 	if (res < 0)
 		return res;
 	/* liburing returns the count submitted, and may return it with no
 	 * completion when the wait ended early: wait again. */
 	return *cqe ? 0 : -ETIME;
-}
-
-static void *probe_main(void *arg)
-{
-	bool *ok = arg;
-
-	*ok = set_policy(SCHED_IDLE) == 0 && set_policy(SCHED_OTHER) == 0;
-	return NULL;
-}
-
-/* Whether a thread of ours may go SCHED_IDLE and come back; tried on a
- * thread of its own, which may stay SCHED_IDLE when it may not. */
-static bool idle_handoff_allowed(void)
-{
-	pthread_t tid;
-	bool ok = false;
-
-	if (pthread_create(&tid, NULL, probe_main, &ok) != 0)
-		return false;
-	pthread_join(tid, NULL);
-	return ok;
 }
 
 /* Whether a READ continues where the queue's last one ended; records it. */
@@ -580,14 +497,7 @@ static void *ring_thread_main(void *arg)
 		return NULL;
 	}
 	atomic_fetch_add(&u->registered, 1);
-	/* Without it we could not see starvation: no SCHED_IDLE commits. */
-	t->schedstat_fd = open("/proc/thread-self/schedstat",
-			       O_RDONLY | O_CLOEXEC);
-	if (t->schedstat_fd >= 0 && !read_run_delay(t, &t->run_delay)) {
-		close(t->schedstat_fd);
-		t->schedstat_fd = -1;
-	}
-	t->run_delay_read = now_ns();
+	lsq_idle_thread_init(&t->sched);
 	for (;;) {
 		uint64_t unique;
 
@@ -626,8 +536,7 @@ static void *ring_thread_main(void *arg)
 	atomic_fetch_sub(&u->registered, 1);
 	leave_idle(t);
 	current_thread = NULL;
-	if (t->schedstat_fd >= 0)
-		close(t->schedstat_fd);
+	lsq_idle_thread_fini(&t->sched);
 	return NULL;
 }
 
@@ -643,7 +552,7 @@ static int init_thread(struct lsq_uring *u, struct ring_thread *t,
 {
 	t->u = u;
 	t->qid = qid;
-	t->schedstat_fd = -1;
+	t->sched.schedstat_fd = -1;
 	t->hdr = malloc(sizeof(*t->hdr));
 	t->payload = malloc(PAYLOAD_CAP);
 	t->request = malloc(sizeof(struct fuse_in_header) +
@@ -690,7 +599,7 @@ static unsigned queue_threads(const struct lsq_uring *u, unsigned qid,
 }
 
 struct lsq_uring *lsq_uring_start(struct fuse_session *se, unsigned threads,
-				  bool asked)
+				  bool asked, bool same_cpu)
 {
 	struct lsq_uring *u;
 	unsigned per_queue, q, i, n;
@@ -736,7 +645,7 @@ struct lsq_uring *lsq_uring_start(struct fuse_session *se, unsigned threads,
 			}
 		}
 	}
-	atomic_init(&u->idle_handoff, idle_handoff_allowed());
+	atomic_init(&u->idle_handoff, same_cpu && lsq_sched_idle_allowed());
 	/* From here on libfuse sends every message through ring_writev. */
 	if (fuse_session_custom_io(se, &ring_io, u->fd) != 0) {
 		lsq_debug("io_uring: libfuse refused the reply hook");
@@ -804,10 +713,11 @@ void lsq_uring_stop(struct lsq_uring *u)
 #else /* !LSQ_HAVE_LIBURING */
 
 struct lsq_uring *lsq_uring_start(struct fuse_session *se, unsigned threads,
-				  bool asked)
+				  bool asked, bool same_cpu)
 {
 	(void)se;
 	(void)threads;
+	(void)same_cpu;
 	lsq_log(asked ? LSQ_LOG_WARNING : LSQ_LOG_DEBUG,
 		"io_uring: not built in (no liburing); requests come over "
 		"/dev/fuse");

@@ -19,6 +19,7 @@ int lsq_source_read_at(struct lsq_source *src, void *buf, size_t len,
 		return LSQ_OK;
 	lsq_long_work_ahead();  /* a fetch may wait, and wake us, for long */
 	ret = src->ops->read_at(src, buf, len, offset);
+	lsq_long_work_done();
 	atomic_fetch_add_explicit(&src->stats.reads, 1, memory_order_relaxed);
 	if (ret == LSQ_OK)
 		atomic_fetch_add_explicit(&src->stats.bytes_read, len,

@@ -490,3 +490,70 @@ def test_idle_poll_holds_cpu_latency_only_while_requests_come(small_image,
     subprocess.run(["fusermount3", "-u", mnt], check=True)
     wait_gone(mnt, pid)
     assert cpu_latency_limit() == baseline
+
+
+SCHED_OTHER, SCHED_IDLE = 0, 5
+
+
+def worker_threads(pid):
+    """{tid: (scheduling policy, allowed CPUs)} of the daemon's request
+    threads (sqfs-worker)."""
+    out = {}
+    task = "/proc/%d/task" % pid
+    for tid in os.listdir(task):
+        try:
+            with open("%s/%s/comm" % (task, tid)) as f:
+                if f.read().strip() != "sqfs-worker":
+                    continue
+            with open("%s/%s/stat" % (task, tid)) as f:
+                # field 41 (policy), counted after the ")" that ends comm
+                policy = int(f.read().rsplit(")", 1)[1].split()[38])
+            out[int(tid)] = (policy, os.sched_getaffinity(int(tid)))
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return out
+
+
+def answering_on(pid, cpu):
+    return any(policy == SCHED_IDLE and cpus == {cpu}
+               for policy, cpus in worker_threads(pid).values())
+
+
+def quick_requests_until(mnt, done, seconds=10):
+    deadline = time.monotonic() + seconds
+    while not done() and time.monotonic() < deadline:
+        for _ in range(50):
+            stats_request(mnt)
+    return done()
+
+
+@pytest.mark.parametrize("same_cpu", ["on", "off"])
+def test_same_cpu_answers_follow_the_caller(small_image, mnt, same_cpu):
+    """Over /dev/fuse, a run of quick requests is answered on the caller's
+    CPU by a SCHED_IDLE thread (src/fuse/request_loop.c, "Same-CPU
+    answers"), which follows the caller to another CPU. A read hands the
+    seat on, and then no thread is left bound or idle. With
+    -o same_cpu=off no thread ever is."""
+    cpus = sorted(os.sched_getaffinity(0))
+    assert len(cpus) >= 2, "needs two CPUs"
+    old = os.sched_getaffinity(0)
+    r = daemon("-o", "io_uring=off,same_cpu=" + same_cpu,
+               util.image_source(small_image), mnt)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    pid = find_daemon(mnt)
+    try:
+        for cpu in (cpus[-1], cpus[0]):
+            os.sched_setaffinity(0, {cpu})
+            followed = quick_requests_until(
+                mnt, lambda: answering_on(pid, cpu),
+                10 if same_cpu == "on" else 1)
+            assert followed == (same_cpu == "on"), (cpu,
+                                                     worker_threads(pid))
+        check_contents(mnt)   # reads: handed to other threads
+    finally:
+        os.sched_setaffinity(0, old)
+    threads = worker_threads(pid)
+    assert threads and all(policy == SCHED_OTHER and cpus == old
+                           for policy, cpus in threads.values()), threads
+    subprocess.run(["fusermount3", "-u", mnt], check=True)
+    wait_gone(mnt, pid)

@@ -3,12 +3,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "common/log.h"
 
 /* Waiting on the run queue this long since the last look, and for more
  * than half of that time, makes a thread answer plainly for PAUSE_NS.
@@ -124,6 +127,17 @@ int lsq_idle_leave(struct lsq_idle_thread *t)
 	return -err;
 }
 
+void lsq_idle_before_wait(struct lsq_idle_thread *t, uint64_t now)
+{
+	uint64_t delay;
+
+	if (t->idle && now - t->run_delay_read > LSQ_STARVE_CHECK_NS &&
+	    read_run_delay(t, &delay)) {
+		t->run_delay = delay;
+		t->run_delay_read = now;
+	}
+}
+
 bool lsq_idle_check_starved(struct lsq_idle_thread *t, uint64_t now)
 {
 	uint64_t delay, waited;
@@ -134,11 +148,14 @@ bool lsq_idle_check_starved(struct lsq_idle_thread *t, uint64_t now)
 	waited = delay - t->run_delay;
 	starved = t->idle && waited > STARVED_NS &&
 		  2 * waited > now - t->run_delay_read;
-	t->run_delay = delay;
-	t->run_delay_read = now;
 	if (starved) {
+		lsq_debug("SCHED_IDLE thread waited %" PRIu64 " us of the last "
+			  "%" PRIu64 " us for a CPU; answering plainly for a "
+			  "while", waited / 1000, (now - t->run_delay_read) / 1000);
 		t->paused_until = now + PAUSE_NS;
 		lsq_idle_leave(t);
 	}
+	t->run_delay = delay;
+	t->run_delay_read = now;
 	return starved;
 }

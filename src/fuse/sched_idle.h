@@ -16,7 +16,8 @@
  * SCHED_OTHER before work that takes a while (common/long_work.h), and,
  * after a long wait for a request, reads its run queue wait from
  * /proc/thread-self/schedstat: if it spent most of the time since its last
- * look waiting for the CPU, it answers plainly for a while.
+ * look (taken at most a millisecond before the wait) waiting for the CPU,
+ * it answers plainly for a while.
  */
 #ifndef LSQ_FUSE_SCHED_IDLE_H
 #define LSQ_FUSE_SCHED_IDLE_H
@@ -50,6 +51,12 @@ bool lsq_idle_enter(struct lsq_idle_thread *t, uint64_t now);
 
 /* Back to SCHED_OTHER; < 0 (-errno) only if the switch was refused. */
 int lsq_idle_leave(struct lsq_idle_thread *t);
+
+/* Before a wait for a request: takes a fresh look at the run queue wait
+ * if the last one is older than LSQ_STARVE_CHECK_NS. Then the caller's own
+ * runs, which keep an idle thread waiting a moment after every answer,
+ * add at most that much to what the check after the wait sees. */
+void lsq_idle_before_wait(struct lsq_idle_thread *t, uint64_t now);
 
 /* After a wait for a request of more than LSQ_STARVE_CHECK_NS: true when
  * the thread was starved, has left SCHED_IDLE and stays plain for a

@@ -137,6 +137,10 @@ _Static_assert(sizeof(struct ring_cmd_req) == 24, "FUSE ring ABI");
 #define LOG_KEY_NO_REPLY UINT64_C(0xf0e0000000000002)
 #define LOG_KEY_REREGISTER UINT64_C(0xf0e0000000000003)
 
+/* How far from the end of its queue's reads a READ may start and still
+ * count as sequential (float_for_read): the readahead in flight. */
+#define SEQ_WINDOW ((uint64_t)2 << 20)
+
 /* How long a thread waits for the session's INIT before giving up. */
 #define INIT_WAIT_MS 10000
 
@@ -337,6 +341,8 @@ static int wait_next(struct ring_thread *t, struct io_uring_cqe **cqe)
 	uint64_t start = t->sched.idle ? lsq_monotonic_ns() : 0;
 	int res;
 
+	if (start)
+		lsq_idle_before_wait(&t->sched, start);
 	*cqe = NULL;
 	res = io_uring_submit_and_wait_timeout(&t->ring, cqe, 1, &ts, NULL);
 	if (start) {
@@ -352,18 +358,25 @@ static int wait_next(struct ring_thread *t, struct io_uring_cqe **cqe)
 	return *cqe ? 0 : -ETIME;
 }
 
-/* Whether a READ continues where the queue's last one ended; records it. */
+/* Whether a READ goes on with the queue's reads of the same file;
+ * records it. */
 static bool follows_last_read(struct ring_queue *q, uint64_t ino,
 			      const struct fuse_read_in *r)
 {
-	bool seq = atomic_load_explicit(&q->last_read_ino,
-					memory_order_relaxed) == ino &&
-		   atomic_load_explicit(&q->last_read_end,
-					memory_order_relaxed) == r->offset;
+	uint64_t end = atomic_load_explicit(&q->last_read_end,
+					    memory_order_relaxed);
+	bool same = atomic_load_explicit(&q->last_read_ino,
+					 memory_order_relaxed) == ino;
+	/* Readahead keeps several READs of a file in flight and the
+	 * queue's threads take them in any order: near the end so far
+	 * counts, and a READ behind it does not pull the end back. */
+	bool seq = same && r->offset <= end + SEQ_WINDOW &&
+		   r->offset + SEQ_WINDOW >= end;
 
 	atomic_store_explicit(&q->last_read_ino, ino, memory_order_relaxed);
-	atomic_store_explicit(&q->last_read_end, r->offset + r->size,
-			      memory_order_relaxed);
+	if (!same || r->offset + r->size > end)
+		atomic_store_explicit(&q->last_read_end, r->offset + r->size,
+				      memory_order_relaxed);
 	return seq;
 }
 

@@ -1,17 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * long_work.h - lets a thread hear that it is about to do work that takes
- * a while (reading from the source, decompressing a block).
+ * a while (reading from the source, decompressing a block), and when that
+ * work is done.
  *
- * Why: a FUSE ring thread answers quick requests (a readdir from memory)
- * as SCHED_IDLE, so that its reply hands the CPU straight back to the
- * caller (fuse/uring.c, "Same-CPU handoff"). Decompression at that policy
- * would get almost no CPU next to a busy task on the same CPU, so the
- * thread raises itself back to SCHED_OTHER first, and only when needed:
- * the switch is a system call, and most requests of a metadata walk
- * read and decompress nothing. A read from the source counts too: a fetch
- * may wait for the network, and the thread should not wake from it at
- * SCHED_IDLE.
+ * Why: FUSE request threads answer quick requests (a readdir from memory)
+ * on the caller's CPU as SCHED_IDLE, so that the reply hands the CPU
+ * straight back to the caller (fuse/sched_idle.h). Decompression at that
+ * policy would get almost no CPU next to a busy task on the same CPU, so
+ * the thread raises itself back to SCHED_OTHER first, and only when
+ * needed: the switch is a system call, and most requests of a metadata
+ * walk read and decompress nothing. A read from the source counts too: a
+ * fetch may wait for the network, and the thread should not wake from it
+ * at SCHED_IDLE. The /dev/fuse leader goes SCHED_IDLE again when the work
+ * is done, before its reply (fuse/request_loop.c); a ring thread does
+ * that at its commit.
  */
 #ifndef LSQ_COMMON_LONG_WORK_H
 #define LSQ_COMMON_LONG_WORK_H

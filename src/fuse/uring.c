@@ -45,8 +45,9 @@
  * Sequential readers: the kernel queues all of one reader's readahead
  * requests on its CPU's queue, so their blocks would decompress one after
  * the other there (xz, 1 MiB reads: 42 instead of 72 MiB/s). A thread
- * whose READ continues the queue's last one may therefore run on any CPU
- * until its queue sees another kind of request (float_for_read). Replies
+ * whose READ goes on with the queue's reads of that file (within
+ * SEQ_WINDOW of where they reached) may therefore run on any CPU until
+ * its queue sees another kind of request (float_for_read). Replies
  * are built in the ring payload itself (lsq_scratch_lend): no copy.
  *
  * The kernel switches from /dev/fuse to the rings only once every queue has
@@ -290,10 +291,11 @@ static void bind_to_cpu(unsigned cpu)
 /* Sequential reads: the kernel queues all of one reader's readahead
  * requests on its CPU's queue, and that queue's threads are bound to it,
  * so their blocks would decompress one after the other on that CPU. A
- * thread answering a READ that continues the queue's last one therefore
- * lets the scheduler place it on any CPU, as /dev/fuse threads are, and
- * stays so while the stream goes on: woken for its next READ, it lands on
- * an idle CPU instead of waiting behind its sibling. The first other
+ * thread answering a READ that goes on with the queue's reads of the
+ * same file (follows_last_read) therefore lets the scheduler place it on
+ * any CPU, as /dev/fuse threads are, and stays so while the stream goes
+ * on: woken for its next READ, it lands on an idle CPU instead of waiting
+ * behind its sibling. The first other
  * request binds it back to its queue's CPU (answer()), where the
  * same-CPU handoff needs it. Random reads stay bound: requests that do
  * not come in parallel gain nothing from another CPU. */

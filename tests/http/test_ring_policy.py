@@ -5,6 +5,7 @@ server holds back (src/fuse/uring.c, "Same-CPU handoff";
 src/common/long_work.h)."""
 
 import os
+import sys
 import threading
 import time
 
@@ -12,8 +13,11 @@ import pytest
 
 from conftest import read_with_timeout
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..",
+                                "integration"))
+from util import SCHED_IDLE, SCHED_OTHER, thread_policies  # noqa: E402
+
 ENABLE_URING = "/sys/module/fuse/parameters/enable_uring"
-SCHED_OTHER, SCHED_IDLE = 0, 5
 
 
 @pytest.fixture
@@ -33,20 +37,8 @@ def uring_on():
 
 def ring_policies(pid):
     """{tid: scheduling policy} of the daemon's sqfs-ring threads."""
-    out = {}
-    task = "/proc/%d/task" % pid
-    for tid in os.listdir(task):
-        try:
-            with open("%s/%s/comm" % (task, tid)) as f:
-                if f.read().strip() != "sqfs-ring":
-                    continue
-            with open("%s/%s/stat" % (task, tid)) as f:
-                stat = f.read()
-        except FileNotFoundError:
-            continue
-        # field 41 (policy), counted after the ")" that ends comm
-        out[int(tid)] = int(stat.rsplit(")", 1)[1].split()[38])
-    return out
+    return {tid: policy for tid, (policy, _) in
+            thread_policies(pid, "sqfs-ring").items()}
 
 
 def test_ring_thread_leaves_sched_idle_for_a_slow_fetch(

@@ -492,30 +492,13 @@ def test_idle_poll_holds_cpu_latency_only_while_requests_come(small_image,
     assert cpu_latency_limit() == baseline
 
 
-SCHED_OTHER, SCHED_IDLE = 0, 5
-
-
 def worker_threads(pid):
-    """{tid: (scheduling policy, allowed CPUs)} of the daemon's request
-    threads (sqfs-worker)."""
-    out = {}
-    task = "/proc/%d/task" % pid
-    for tid in os.listdir(task):
-        try:
-            with open("%s/%s/comm" % (task, tid)) as f:
-                if f.read().strip() != "sqfs-worker":
-                    continue
-            with open("%s/%s/stat" % (task, tid)) as f:
-                # field 41 (policy), counted after the ")" that ends comm
-                policy = int(f.read().rsplit(")", 1)[1].split()[38])
-            out[int(tid)] = (policy, os.sched_getaffinity(int(tid)))
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-    return out
+    """{tid: (policy, allowed CPUs)} of the daemon's request threads."""
+    return util.thread_policies(pid, "sqfs-worker")
 
 
 def answering_on(pid, cpu):
-    return any(policy == SCHED_IDLE and cpus == {cpu}
+    return any(policy == util.SCHED_IDLE and cpus == {cpu}
                for policy, cpus in worker_threads(pid).values())
 
 
@@ -553,7 +536,7 @@ def test_same_cpu_answers_follow_the_caller(small_image, mnt, same_cpu):
     finally:
         os.sched_setaffinity(0, old)
     threads = worker_threads(pid)
-    assert threads and all(policy == SCHED_OTHER and cpus == old
+    assert threads and all(policy == util.SCHED_OTHER and cpus == old
                            for policy, cpus in threads.values()), threads
     subprocess.run(["fusermount3", "-u", mnt], check=True)
     wait_gone(mnt, pid)

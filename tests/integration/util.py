@@ -245,6 +245,28 @@ def thread_names(pid):
     return names
 
 
+SCHED_OTHER, SCHED_IDLE = 0, 5
+
+
+def thread_policies(pid, name):
+    """{tid: (scheduling policy, allowed CPUs)} of a process's threads
+    named name."""
+    out = {}
+    task = "/proc/%d/task" % pid
+    for tid in os.listdir(task):
+        try:
+            with open("%s/%s/comm" % (task, tid)) as f:
+                if f.read().strip() != name:
+                    continue
+            with open("%s/%s/stat" % (task, tid)) as f:
+                # field 41 (policy), counted after the ")" that ends comm
+                policy = int(f.read().rsplit(")", 1)[1].split()[38])
+            out[int(tid)] = (policy, os.sched_getaffinity(int(tid)))
+        except (OSError, ValueError):  # the thread ended meanwhile
+            continue
+    return out
+
+
 FUSE_URING_SWITCH = "/sys/module/fuse/parameters/enable_uring"
 
 

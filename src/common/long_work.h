@@ -14,27 +14,33 @@
  * fetch may wait for the network, and the thread should not wake from it
  * at SCHED_IDLE. The /dev/fuse leader goes SCHED_IDLE again when the work
  * is done, before its reply (fuse/request_loop.c); a ring thread does
- * that at its commit.
+ * that at its commit. /dev/fuse threads also spread decompressions over
+ * the CPUs (request_loop.c, start_decompression).
  */
 #ifndef LSQ_COMMON_LONG_WORK_H
 #define LSQ_COMMON_LONG_WORK_H
 
 #include <stdbool.h>
 
+/* A read from the source may wait for the network; a decompression
+ * wants a CPU of its own. */
+enum lsq_long_work { LSQ_WORK_READ, LSQ_WORK_DECOMPRESS };
+
 /* Called on this thread before work that takes a while (done false) and
  * after it (done true); NULL: nobody listens. Set by the thread itself. */
-extern _Thread_local void (*lsq_long_work_hook)(bool done);
+extern _Thread_local void (*lsq_long_work_hook)(enum lsq_long_work what,
+						bool done);
 
-static inline void lsq_long_work_ahead(void)
+static inline void lsq_long_work_ahead(enum lsq_long_work what)
 {
 	if (lsq_long_work_hook)
-		lsq_long_work_hook(false);
+		lsq_long_work_hook(what, false);
 }
 
-static inline void lsq_long_work_done(void)
+static inline void lsq_long_work_done(enum lsq_long_work what)
 {
 	if (lsq_long_work_hook)
-		lsq_long_work_hook(true);
+		lsq_long_work_hook(what, true);
 }
 
 #endif

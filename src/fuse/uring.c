@@ -309,10 +309,11 @@ static void float_for_read(struct ring_thread *t)
 
 /* lsq_long_work_hook of the ring threads: a source read or a
  * decompression is ahead. */
-static void ring_long_work(bool done)
+static void ring_long_work(enum lsq_long_work what, bool done)
 {
 	struct ring_thread *t = current_thread;
 
+	(void)what;
 	/* Done: the commit goes idle again, right before the reply. */
 	if (!t || done)
 		return;

@@ -403,8 +403,8 @@ static void answer_on_callers_cpu(struct request_loop *lp, struct worker *w,
 /* Decompressions go where none of ours runs. The scheduler puts a thread
  * woken by a caller or by the network next to its waker, so two readers'
  * blocks often decompressed on one CPU while the other idled: xz 4 KiB
- * random reads with 2 jobs, first second, 605-625 -> 672-678 IOPS
- * locally, 522-551 -> 583-625 over HTTP. Not for a leader answering on
+ * random reads with 2 jobs, first second, 605-625 -> 653-678 IOPS
+ * locally, 522-551 -> 556-614 over HTTP. Not for a leader answering on
  * its caller's CPU: it decompresses there while the caller waits. */
 static void start_decompression(struct worker *w)
 {

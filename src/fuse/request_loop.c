@@ -344,15 +344,6 @@ static int task_cpu(uint32_t pid)
 	return p ? atoi(p + 1) : -1;
 }
 
-static int bind_self(int cpu)
-{
-	cpu_set_t one;
-
-	CPU_ZERO(&one);
-	CPU_SET(cpu, &one);
-	return sched_setaffinity(0, sizeof(one), &one);
-}
-
 /* Back to a plain thread: SCHED_OTHER, any allowed CPU. */
 static void answer_anywhere(struct request_loop *lp, struct worker *w)
 {
@@ -368,7 +359,7 @@ static void answer_anywhere(struct request_loop *lp, struct worker *w)
 static void answer_on_callers_cpu(struct request_loop *lp, struct worker *w,
 				  const struct fuse_in_header *in, bool waited)
 {
-	uint64_t now = lsq_monotonic_ns(), since;
+	uint64_t now, since;
 	int cpu;
 
 	if (!lp->same_cpu)
@@ -379,6 +370,7 @@ static void answer_on_callers_cpu(struct request_loop *lp, struct worker *w,
 					  memory_order_relaxed);
 		return;
 	}
+	now = lsq_monotonic_ns();
 	w->waits = waited ? w->waits + 1 : 0;
 	since = now - atomic_load_explicit(&lp->caller_checked,
 					   memory_order_relaxed);
@@ -396,7 +388,7 @@ static void answer_on_callers_cpu(struct request_loop *lp, struct worker *w,
 		answer_anywhere(lp, w);
 		return;
 	}
-	if (w->bound_cpu != cpu && bind_self(cpu) == 0)
+	if (w->bound_cpu != cpu && lsq_bind_to_cpu(cpu) == 0)
 		w->bound_cpu = cpu;
 }
 
@@ -423,7 +415,7 @@ static void start_decompression(struct worker *w)
 			    atomic_load_explicit(&lp->decompressing[c],
 						 memory_order_relaxed))
 				continue;
-			if (bind_self(c) == 0) {
+			if (lsq_bind_to_cpu(c) == 0) {
 				cpu = c;
 				w->spread = true;
 			}

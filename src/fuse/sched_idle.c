@@ -28,6 +28,15 @@ uint64_t lsq_monotonic_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+int lsq_bind_to_cpu(int cpu)
+{
+	cpu_set_t one;
+
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	return sched_setaffinity(0, sizeof(one), &one);
+}
+
 static int set_policy(int policy)
 {
 	struct sched_param sp = { .sched_priority = 0 };

@@ -63,6 +63,10 @@ void lsq_idle_before_wait(struct lsq_idle_thread *t, uint64_t now);
  * while. */
 bool lsq_idle_check_starved(struct lsq_idle_thread *t, uint64_t now);
 
+/* Binds the calling thread to one CPU; 0 or -1 (errno), as
+ * sched_setaffinity. */
+int lsq_bind_to_cpu(int cpu);
+
 uint64_t lsq_monotonic_ns(void);
 
 #endif

@@ -79,7 +79,6 @@
 #define FUSE_USE_VERSION 312
 
 #include <errno.h>
-#include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <linux/fuse.h>
 #include <liburing.h>
@@ -278,16 +277,6 @@ static void leave_idle(struct ring_thread *t)
 	}
 }
 
-static void bind_to_cpu(unsigned cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	/* A CPU outside our cpuset: run anywhere, still correct. */
-	(void)sched_setaffinity(0, sizeof(set), &set);
-}
-
 /* Sequential reads: the kernel queues all of one reader's readahead
  * requests on its CPU's queue, and that queue's threads are bound to it,
  * so their blocks would decompress one after the other on that CPU. A
@@ -417,7 +406,8 @@ static uint64_t answer(struct ring_thread *t)
 		      follows_last_read(&t->u->queues[t->qid], in->nodeid,
 					(const void *)t->hdr->op_in);
 	if (!t->seq_read && t->floating) {
-		bind_to_cpu(t->qid);  /* back with the caller */
+		/* back with the caller; outside our cpuset: run anywhere */
+		(void)lsq_bind_to_cpu((int)t->qid);
 		t->floating = false;
 	}
 	buf = (struct fuse_buf){ .size = in->len, .mem = t->request };
@@ -488,7 +478,7 @@ static void *ring_thread_main(void *arg)
 	int res;
 
 	pthread_setname_np(pthread_self(), "sqfs-ring");
-	bind_to_cpu(t->qid);
+	(void)lsq_bind_to_cpu((int)t->qid);  /* outside our cpuset: anywhere */
 	current_thread = t;
 	lsq_long_work_hook = ring_long_work;
 	/* answer() copies each request out of the payload first, so

@@ -17,7 +17,8 @@ int lsq_source_read_at(struct lsq_source *src, void *buf, size_t len,
 		return LSQ_ERR_OUT_OF_BOUNDS;
 	if (len == 0)
 		return LSQ_OK;
-	lsq_long_work_ahead(LSQ_WORK_READ);  /* a fetch may wait, and wake us, for long */
+	/* a fetch may wait, and wake us, for long */
+	lsq_long_work_ahead(LSQ_WORK_READ);
 	ret = src->ops->read_at(src, buf, len, offset);
 	lsq_long_work_done(LSQ_WORK_READ);
 	atomic_fetch_add_explicit(&src->stats.reads, 1, memory_order_relaxed);

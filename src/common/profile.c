@@ -1,0 +1,241 @@
+/* SPDX-License-Identifier: MIT */
+/* profile.c - parse and write startup profiles (format in profile.h). */
+#include "common/profile.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lsq/error.h"
+
+/* Unescape a path field into a fresh string and normalise it: no leading
+ * "/" or "./", no empty, "." or ".." component. NULL when the field is bad
+ * (*nomem tells an allocation failure apart). */
+static char *parse_path(const char *s, size_t n, bool *nomem)
+{
+	char *out, *p;
+	size_t i = 0;
+
+	while (i < n && (s[i] == '/' ||
+			 (s[i] == '.' && i + 1 < n && s[i + 1] == '/')))
+		i += s[i] == '/' ? 1 : 2;
+	if (i == n || n - i > LSQ_PROFILE_MAX_PATH)
+		return NULL;
+	out = malloc(n - i + 1);
+	if (!out) {
+		*nomem = true;
+		return NULL;
+	}
+	for (p = out; i < n; i++) {
+		char c = s[i];
+
+		if (c == '\\' && i + 1 < n) {
+			switch (s[i + 1]) {
+			case '\\': c = '\\'; i++; break;
+			case 't': c = '\t'; i++; break;
+			case 'n': c = '\n'; i++; break;
+			case 'r': c = '\r'; i++; break;
+			default: break;
+			}
+		}
+		if (c == '\0')
+			goto bad;
+		*p++ = c;
+	}
+	*p = '\0';
+	/* check components */
+	for (p = out;;) {
+		char *slash = strchr(p, '/');
+		size_t len = slash ? (size_t)(slash - p) : strlen(p);
+
+		if (len == 0 || (len == 1 && p[0] == '.') ||
+		    (len == 2 && p[0] == '.' && p[1] == '.'))
+			goto bad;
+		if (!slash)
+			break;
+		p = slash + 1;
+	}
+	return out;
+bad:
+	free(out);
+	return NULL;
+}
+
+static bool parse_u64(const char **sp, const char *end, uint64_t *v)
+{
+	const char *s = *sp;
+	uint64_t x = 0;
+
+	if (s == end || *s < '0' || *s > '9')
+		return false;
+	for (; s < end && *s >= '0' && *s <= '9'; s++) {
+		if (x > (UINT64_MAX - 9) / 10)
+			return false;
+		x = x * 10 + (uint64_t)(*s - '0');
+	}
+	*sp = s;
+	*v = x;
+	return true;
+}
+
+static int cmp_range(const void *a, const void *b)
+{
+	const struct lsq_profile_range *x = a, *y = b;
+
+	return x->first < y->first ? -1 : x->first > y->first;
+}
+
+/* "A-B,C-D" -> sorted, merged ranges. false when malformed. */
+static bool parse_ranges(const char *s, const char *end,
+			 struct lsq_profile_entry *e, bool *nomem)
+{
+	size_t cap = 0, n = 0, out = 0;
+	struct lsq_profile_range *r = NULL;
+
+	while (s < end) {
+		struct lsq_profile_range x;
+
+		if (!parse_u64(&s, end, &x.first) || s == end || *s++ != '-' ||
+		    !parse_u64(&s, end, &x.last) || x.last < x.first ||
+		    (s < end && *s++ != ',') || n == LSQ_PROFILE_MAX_RANGES)
+			goto bad;
+		if (n == cap) {
+			size_t ncap = cap ? 2 * cap : 4;
+			void *nr = realloc(r, ncap * sizeof(*r));
+
+			if (!nr) {
+				*nomem = true;
+				goto bad;
+			}
+			r = nr;
+			cap = ncap;
+		}
+		r[n++] = x;
+	}
+	if (n == 0)
+		goto bad;
+	qsort(r, n, sizeof(*r), cmp_range);
+	for (size_t i = 1; i < n; i++) {
+		if (r[i].first <= r[out].last ||
+		    r[i].first - r[out].last == 1) {
+			if (r[i].last > r[out].last)
+				r[out].last = r[i].last;
+		} else {
+			r[++out] = r[i];
+		}
+	}
+	e->ranges = r;
+	e->nranges = out + 1;
+	return true;
+bad:
+	free(r);
+	return false;
+}
+
+/* One line without its newline; false when it is to be skipped as bad. */
+static bool parse_line(const char *s, const char *end,
+		       struct lsq_profile_entry *e, bool *nomem)
+{
+	const char *tab = memchr(s, '\t', (size_t)(end - s));
+	const char *path_end = tab ? tab : end;
+
+	memset(e, 0, sizeof(*e));
+	e->path = parse_path(s, (size_t)(path_end - s), nomem);
+	if (!e->path)
+		return false;
+	if (tab) {
+		const char *r = tab + 1;
+		const char *r_end = memchr(r, '\t', (size_t)(end - r));
+
+		if (!r_end)
+			r_end = end;
+		if (r_end > r && !parse_ranges(r, r_end, e, nomem)) {
+			free(e->path);
+			e->path = NULL;
+			return false;
+		}
+	}
+	return true;
+}
+
+int lsq_profile_parse(const char *text, size_t len, struct lsq_profile *out)
+{
+	const char *s = text, *end = text + len;
+	size_t cap = 0;
+	bool nomem = false;
+
+	memset(out, 0, sizeof(*out));
+	while (s < end && !nomem) {
+		const char *nl = memchr(s, '\n', (size_t)(end - s));
+		const char *line_end = nl ? nl : end;
+		struct lsq_profile_entry e;
+
+		if (line_end > s && line_end[-1] == '\r')
+			line_end--;
+		if (line_end == s || *s == '#') {
+			/* comment or blank */
+		} else if (out->count == LSQ_PROFILE_MAX_ENTRIES ||
+			   !parse_line(s, line_end, &e, &nomem)) {
+			out->bad_lines++;
+		} else {
+			if (out->count == cap) {
+				size_t ncap = cap ? 2 * cap : 64;
+				void *ne = realloc(out->entries,
+						   ncap * sizeof(e));
+
+				if (!ne) {
+					free(e.path);
+					free(e.ranges);
+					nomem = true;
+					break;
+				}
+				out->entries = ne;
+				cap = ncap;
+			}
+			out->entries[out->count++] = e;
+		}
+		s = nl ? nl + 1 : end;
+	}
+	if (nomem) {
+		lsq_profile_free(out);
+		return LSQ_ERR_NOMEM;
+	}
+	return LSQ_OK;
+}
+
+void lsq_profile_free(struct lsq_profile *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < p->count; i++) {
+		free(p->entries[i].path);
+		free(p->entries[i].ranges);
+	}
+	free(p->entries);
+	memset(p, 0, sizeof(*p));
+}
+
+int lsq_profile_write_entry(FILE *f, const char *path,
+			    const struct lsq_profile_range *ranges,
+			    size_t nranges)
+{
+	for (const char *p = path; *p; p++) {
+		const char *esc = NULL;
+
+		switch (*p) {
+		case '\\': esc = "\\\\"; break;
+		case '\t': esc = "\\t"; break;
+		case '\n': esc = "\\n"; break;
+		case '\r': esc = "\\r"; break;
+		default: break;
+		}
+		if (esc ? fputs(esc, f) == EOF : putc(*p, f) == EOF)
+			return LSQ_ERR_IO;
+	}
+	for (size_t i = 0; i < nranges; i++)
+		if (fprintf(f, "%s%llu-%llu", i ? "," : "\t",
+			    (unsigned long long)ranges[i].first,
+			    (unsigned long long)ranges[i].last) < 0)
+			return LSQ_ERR_IO;
+	return putc('\n', f) == EOF ? LSQ_ERR_IO : LSQ_OK;
+}

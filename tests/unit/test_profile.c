@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_profile.c - startup profile text (src/common/profile.c) and the
+ * in-image record header (src/format/profile_record.c): parse what
+ * write_entry wrote, skip bad lines without failing, normalise ranges.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/profile.h"
+#include "format/profile_record.h"
+#include "harness/check.h"
+#include "lsq/error.h"
+
+static void test_round_trip(void)
+{
+	static const char *paths[] = { "usr/bin/python3", "a\tb\nc\\d", "x" };
+	struct lsq_profile_range r[] = { { 0, 131071 }, { 262144, 393215 } };
+	struct lsq_profile p;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	CHECK(f != NULL);
+	CHECK(lsq_profile_write_entry(f, paths[0], r, 2) == LSQ_OK);
+	CHECK(lsq_profile_write_entry(f, paths[1], NULL, 0) == LSQ_OK);
+	CHECK(lsq_profile_write_entry(f, paths[2], r + 1, 1) == LSQ_OK);
+	CHECK(fclose(f) == 0);
+	CHECK(strstr(buf, "usr/bin/python3\t0-131071,262144-393215\n") == buf);
+	CHECK(strstr(buf, "a\\tb\\nc\\\\d\n") != NULL);
+
+	CHECK(lsq_profile_parse(buf, len, &p) == LSQ_OK);
+	CHECK(p.count == 3 && p.bad_lines == 0);
+	for (size_t i = 0; i < 3; i++)
+		CHECK(strcmp(p.entries[i].path, paths[i]) == 0);
+	CHECK(p.entries[0].nranges == 2 && p.entries[0].ranges[1].first == 262144 &&
+	      p.entries[0].ranges[1].last == 393215);
+	CHECK(p.entries[1].nranges == 0 && p.entries[1].ranges == NULL);
+	CHECK(p.entries[2].nranges == 1);
+	lsq_profile_free(&p);
+	free(buf);
+}
+
+static void test_bad_lines_are_skipped(void)
+{
+	static const char text[] =
+		"# comment\n"
+		"\n"
+		"/usr/lib/a.so\t10-19,0-9,30-39,35-40\textra field\r\n"
+		"./b\n"
+		"c/../d\n"          /* .. component */
+		"e//f\n"            /* empty component */
+		"g\t5-1\n"          /* last < first */
+		"h\tx-3\n"          /* not a number */
+		"i\t1-2,\n"         /* trailing comma */
+		"j\t99999999999999999999-1\n" /* overflow */
+		"/\n"               /* nothing left */
+		"k";                /* no final newline */
+	struct lsq_profile p;
+
+	CHECK(lsq_profile_parse(text, sizeof(text) - 1, &p) == LSQ_OK);
+	CHECK(p.count == 3);
+	CHECK(p.bad_lines == 7);
+	CHECK(strcmp(p.entries[0].path, "usr/lib/a.so") == 0);
+	/* sorted and merged: 0-9 and 10-19 touch, 30-39 and 35-40 overlap */
+	CHECK(p.entries[0].nranges == 2);
+	CHECK(p.entries[0].ranges[0].first == 0 && p.entries[0].ranges[0].last == 19);
+	CHECK(p.entries[0].ranges[1].first == 30 && p.entries[0].ranges[1].last == 40);
+	CHECK(strcmp(p.entries[1].path, "b") == 0);
+	CHECK(strcmp(p.entries[2].path, "k") == 0);
+	lsq_profile_free(&p);
+	lsq_profile_free(NULL);
+
+	CHECK(lsq_profile_parse("", 0, &p) == LSQ_OK && p.count == 0);
+	lsq_profile_free(&p);
+}
+
+static void test_record_header(void)
+{
+	static const char text[] = "usr/bin/x\n";
+	uint8_t h[LSQ_PROFILE_RECORD_HEADER];
+	uint32_t len, crc;
+
+	CHECK(lsq_profile_record_offset(0) == 96);
+	CHECK(lsq_profile_record_offset(2 + 8) == 112);
+	CHECK(lsq_profile_record_offset(2 + 6) == 104);
+	lsq_profile_record_encode(h, text, sizeof(text) - 1);
+	CHECK(lsq_profile_record_decode(h, &len, &crc) == LSQ_OK);
+	CHECK(len == sizeof(text) - 1);
+	CHECK(lsq_profile_record_check(text, len, crc));
+	CHECK(!lsq_profile_record_check("usr/bin/y\n", len, crc));
+	h[0] ^= 1;
+	CHECK(lsq_profile_record_decode(h, &len, &crc) == LSQ_ERR_NOT_FOUND);
+	h[0] ^= 1;
+	h[11] = 0x7f;  /* length far over the maximum */
+	CHECK(lsq_profile_record_decode(h, &len, &crc) == LSQ_ERR_CORRUPT);
+}
+
+int main(void)
+{
+	test_round_trip();
+	test_bad_lines_are_skipped();
+	test_record_header();
+	return 0;
+}

@@ -97,8 +97,10 @@ static bool parse_ranges(const char *s, const char *end,
 
 		if (!parse_u64(&s, end, &x.first) || s == end || *s++ != '-' ||
 		    !parse_u64(&s, end, &x.last) || x.last < x.first ||
-		    (s < end && *s++ != ',') || n == LSQ_PROFILE_MAX_RANGES)
+		    n == LSQ_PROFILE_MAX_RANGES)
 			goto bad;
+		if (s < end && (*s++ != ',' || s == end))
+			goto bad;  /* junk, or a trailing comma */
 		if (n == cap) {
 			size_t ncap = cap ? 2 * cap : 4;
 			void *nr = realloc(r, ncap * sizeof(*r));

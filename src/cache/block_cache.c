@@ -45,6 +45,7 @@ struct flight {
 	int err;               /* protected by shard->lock; valid once done */
 	struct lsq_block *blk; /* protected by shard->lock; valid once done */
 	unsigned waiters;      /* protected by shard->lock */
+	bool retry;            /* a reservation failed: waiters load */
 };
 
 struct entry {
@@ -66,7 +67,7 @@ struct shard {
 	struct entry lru;             /* sentinel: next = most recently used */
 	size_t bytes;                 /* charged bytes; protected by lock */
 	size_t nblocks;               /* resident blocks; protected by lock */
-	uint64_t hits, misses, evictions, waits; /* protected by lock */
+	uint64_t hits, misses, evictions, waits, reserved; /* protected by lock */
 };
 
 struct lsq_block_cache {
@@ -272,6 +273,10 @@ static void flight_free(struct flight *f)
 
 /* ---- get ---- */
 
+/* wait_for_load()'s answer when the load it waited for was a reservation
+ * that failed: the getter loads the key itself. Never an lsq_err. */
+#define RETRY 1
+
 /* Called with s->lock held on a loading entry's flight; returns unlocked. */
 static int wait_for_load(struct shard *s, struct flight *f,
 			 struct lsq_block **out)
@@ -285,7 +290,7 @@ static int wait_for_load(struct shard *s, struct flight *f,
 	while (!f->done)
 		if (pthread_cond_wait(&f->done_cond, &s->lock))
 			abort();
-	err = f->err;
+	err = f->retry ? RETRY : f->err;
 	blk = f->blk;   /* the publisher took our reference */
 	last = --f->waiters == 0;
 	unlock_shard(s);
@@ -298,47 +303,43 @@ static int wait_for_load(struct shard *s, struct flight *f,
 	return LSQ_OK;
 }
 
-/* Called with s->lock held on a miss; returns unlocked. */
-static int load(struct lsq_block_cache *cache, struct shard *s,
-		uint64_t hash, uint64_t key, lsq_block_loader_fn loader,
-		void *loader_ctx, struct lsq_block **out)
+/* Called with s->lock held on a miss: insert a loading entry for key and
+ * return it, the lock still held; NULL (lock dropped) without memory. */
+static struct entry *begin_load(struct shard *s, uint64_t hash, uint64_t key)
 {
-	struct entry *e, *dead = NULL;
-	struct lsq_block *blk = NULL;
-	struct flight *f;
-	unsigned waiters, extra;
-	size_t charge = 0;
-	bool keep = false;
-	int err;
+	struct entry *e = calloc(1, sizeof(*e));
+	struct flight *f = calloc(1, sizeof(*f));
 
-	e = calloc(1, sizeof(*e));
-	f = calloc(1, sizeof(*f));
 	if (!e || !f || pthread_cond_init(&f->done_cond, NULL)) {
 		unlock_shard(s);
 		free(e);
 		free(f);
-		return LSQ_ERR_NOMEM;
+		return NULL;
 	}
 	e->key = key;
 	e->hash = hash;
 	e->flight = f;
 	table_insert(s, e);
-	s->misses++;
-	unlock_shard(s);
+	return e;
+}
 
-	err = loader(loader_ctx, key, &blk);
-	if (err != LSQ_OK) {
-		blk = NULL;     /* *out is not ours on failure */
-		if (err > 0)
-			err = LSQ_ERR_INVALID;
-	} else if (!blk || blk->size > blk->capacity) {
-		lsq_block_put(blk);
-		blk = NULL;
-		err = LSQ_ERR_INVALID;
-	} else {
-		blk->key = key;
-		charge = sizeof(*blk) + blk->capacity;  /* cannot overflow */
-	}
+/*
+ * End the load of a loading entry: keep blk (one reference handed over;
+ * NULL with err on failure) if it fits, hand every waiter its reference
+ * and wake them. caller_keeps: the caller keeps the reference it handed
+ * over (a get), else it gives it up (a reservation). retry: a failure
+ * makes waiters load the key themselves rather than take err. Takes and
+ * drops the shard lock.
+ */
+static void publish(struct lsq_block_cache *cache, struct shard *s,
+		    struct entry *e, struct lsq_block *blk, int err,
+		    bool caller_keeps, bool retry)
+{
+	struct flight *f = e->flight;
+	struct entry *dead = NULL;
+	unsigned waiters, refs;
+	size_t charge = blk ? sizeof(*blk) + blk->capacity : 0;
+	bool keep = false;
 
 	lock_shard(s);
 	e->flight = NULL;
@@ -354,11 +355,12 @@ static int load(struct lsq_block_cache *cache, struct shard *s,
 		table_remove(s, e);
 	}
 	waiters = f->waiters;
-	extra = waiters + (keep ? 1 : 0);
-	if (blk && extra)
-		atomic_fetch_add_explicit(&blk->refcount, extra,
+	refs = waiters + (keep ? 1u : 0u) + (caller_keeps ? 1u : 0u);
+	if (blk && refs > 1)
+		atomic_fetch_add_explicit(&blk->refcount, refs - 1,
 					  memory_order_relaxed);
 	f->err = err;
+	f->retry = retry && !blk;
 	f->blk = blk;
 	f->done = true;
 	if (waiters)
@@ -370,7 +372,38 @@ static int load(struct lsq_block_cache *cache, struct shard *s,
 		flight_free(f);
 	if (!keep)
 		free(e);
+	if (blk && refs == 0)
+		lsq_block_put(blk);
 	release_dead(dead);
+}
+
+/* Called with s->lock held on a miss; returns unlocked. */
+static int load(struct lsq_block_cache *cache, struct shard *s,
+		uint64_t hash, uint64_t key, lsq_block_loader_fn loader,
+		void *loader_ctx, struct lsq_block **out)
+{
+	struct lsq_block *blk = NULL;
+	struct entry *e = begin_load(s, hash, key);
+	int err;
+
+	if (!e)
+		return LSQ_ERR_NOMEM;
+	s->misses++;
+	unlock_shard(s);
+
+	err = loader(loader_ctx, key, &blk);
+	if (err != LSQ_OK) {
+		blk = NULL;     /* *out is not ours on failure */
+		if (err > 0)
+			err = LSQ_ERR_INVALID;
+	} else if (!blk || blk->size > blk->capacity) {
+		lsq_block_put(blk);
+		blk = NULL;
+		err = LSQ_ERR_INVALID;
+	} else {
+		blk->key = key;
+	}
+	publish(cache, s, e, blk, err, true, false);
 	if (err)
 		return err;
 	*out = blk;
@@ -414,12 +447,20 @@ int lsq_block_cache_get_with(struct lsq_block_cache *cache, uint64_t key,
 		return LSQ_ERR_INVALID;
 	s = shard_of(cache, hash);
 
-	lock_shard(s);
-	e = table_find(s, hash, key);
-	if (!e)
-		return load(cache, s, hash, key, loader, loader_ctx, out);
-	if (!e->blk)
-		return wait_for_load(s, e->flight, out);
+	for (;;) {
+		int ret;
+
+		lock_shard(s);
+		e = table_find(s, hash, key);
+		if (!e)
+			return load(cache, s, hash, key, loader, loader_ctx,
+				    out);
+		if (e->blk)
+			break;
+		ret = wait_for_load(s, e->flight, out);
+		if (ret != RETRY)
+			return ret;
+	}
 	*out = take_hit(s, e);
 	return LSQ_OK;
 }
@@ -441,10 +482,60 @@ int lsq_block_cache_lookup(struct lsq_block_cache *cache, uint64_t key,
 		unlock_shard(s);
 		return LSQ_ERR_NOT_FOUND;
 	}
-	if (!e->blk)
-		return wait_for_load(s, e->flight, out);
+	if (!e->blk) {
+		int ret = wait_for_load(s, e->flight, out);
+
+		return ret == RETRY ? LSQ_ERR_NOT_FOUND : ret;
+	}
 	*out = take_hit(s, e);
 	return LSQ_OK;
+}
+
+/* ---- reservations ---- */
+
+int lsq_block_cache_reserve(struct lsq_block_cache *cache, uint64_t key,
+			    struct lsq_block_reservation **out)
+{
+	uint64_t hash = mix64(key);
+	struct shard *s;
+	struct entry *e;
+
+	if (!cache || !out)
+		return LSQ_ERR_INVALID;
+	s = shard_of(cache, hash);
+	lock_shard(s);
+	if (table_find(s, hash, key)) {
+		unlock_shard(s);
+		*out = NULL;
+		return LSQ_OK;
+	}
+	e = begin_load(s, hash, key);
+	if (!e)
+		return LSQ_ERR_NOMEM;
+	s->reserved++;
+	unlock_shard(s);
+	*out = (struct lsq_block_reservation *)e;
+	return LSQ_OK;
+}
+
+void lsq_block_cache_fulfil(struct lsq_block_cache *cache,
+			    struct lsq_block_reservation *res,
+			    struct lsq_block *blk)
+{
+	struct entry *e = (struct entry *)res;
+
+	if (!res) {
+		lsq_block_put(blk);
+		return;
+	}
+	if (blk && blk->size > blk->capacity) {
+		lsq_block_put(blk);
+		blk = NULL;
+	}
+	if (blk)
+		blk->key = e->key;
+	publish(cache, shard_of(cache, e->hash), e, blk,
+		blk ? LSQ_OK : LSQ_ERR_IO, false, true);
 }
 
 /* ---- create / destroy / stats ---- */
@@ -571,6 +662,7 @@ void lsq_block_cache_get_stats(struct lsq_block_cache *cache,
 		st.misses += s->misses;
 		st.evictions += s->evictions;
 		st.waits += s->waits;
+		st.reserved += s->reserved;
 		st.bytes += s->bytes;
 		st.blocks += s->nblocks;
 		unlock_shard(s);

@@ -61,6 +61,7 @@ struct lsq_block_cache;
  * the cache holds now (bytes in the charge unit described above). */
 struct lsq_block_cache_stats {
 	uint64_t hits, misses, evictions, waits, bytes, blocks;
+	uint64_t reserved;  /* reservations made (lsq_block_cache_reserve) */
 };
 
 /* budget_bytes: hard bound on bytes held (a budget of 0 caches nothing but
@@ -101,6 +102,26 @@ int lsq_block_cache_get_with(struct lsq_block_cache *cache, uint64_t key,
  * neither: for a caller that can produce the bytes elsewhere. */
 int lsq_block_cache_lookup(struct lsq_block_cache *cache, uint64_t key,
 			   struct lsq_block **out);
+
+/*
+ * Reservations: loads run by the caller outside any get, for a loader
+ * that produces many keys at once (a prefetch fetching the blocks of one
+ * range in one request). reserve() inserts a loading entry for key, so
+ * getters of key wait for it, and sets *out; when key is already cached or
+ * loading it sets *out to NULL (nothing to do). Every reservation must be
+ * ended by fulfil(), with the block (its reference handed to the cache;
+ * key set by the cache) or with NULL when the load failed. A failed
+ * reservation is speculative work gone wrong, not the getters' error:
+ * each getter that waited for it loads the key itself (lookup() answers
+ * LSQ_ERR_NOT_FOUND). LSQ_ERR_NOMEM, LSQ_ERR_INVALID. Thread-safe.
+ */
+struct lsq_block_reservation;
+int lsq_block_cache_reserve(struct lsq_block_cache *cache, uint64_t key,
+			    struct lsq_block_reservation **out);
+/* NULL res only drops blk. */
+void lsq_block_cache_fulfil(struct lsq_block_cache *cache,
+			    struct lsq_block_reservation *res,
+			    struct lsq_block *blk);
 
 void lsq_block_cache_get_stats(struct lsq_block_cache *cache,
 			       struct lsq_block_cache_stats *out);

@@ -732,6 +732,110 @@ static void test_stress(void)
 	run_stress(0, 0);
 }
 
+
+/* Reservations: a getter of a reserved key waits for fulfil; a failed
+ * reservation makes it load the key itself instead of taking the error. */
+struct res_arg {
+	struct lsq_block_cache *cache;
+	uint64_t key;
+	bool lookup;
+	struct lsq_block *blk;
+	int err;
+};
+
+static void *res_thread(void *p)
+{
+	struct res_arg *a = p;
+
+	a->blk = NULL;
+	a->err = a->lookup ? lsq_block_cache_lookup(a->cache, a->key, &a->blk)
+			   : lsq_block_cache_get(a->cache, a->key, &a->blk);
+	return NULL;
+}
+
+static void wait_for_waits(struct lsq_block_cache *cache, uint64_t n)
+{
+	for (int spins = 0; stats(cache).waits < n; spins++) {
+		CHECK(spins < 20000);
+		sleep_ms(1);
+	}
+}
+
+static struct lsq_block *made_block(uint64_t key)
+{
+	size_t size = size_for_key(key);
+	struct lsq_block *blk = lsq_block_alloc(size);
+
+	CHECK(blk);
+	for (size_t i = 0; i < size; i++)
+		blk->data[i] = pattern(key, i);
+	blk->size = size;
+	blk->aux = key ^ 0x5a5a;
+	return blk;
+}
+
+static void test_reservations(void)
+{
+	struct test_loader tl = { 0 };
+	struct lsq_block_cache *cache = make_cache(1 << 20, 1, &tl);
+	struct lsq_block_reservation *res, *again;
+	struct res_arg a = { .cache = cache, .key = 7 };
+	struct lsq_block *blk;
+	pthread_t th;
+
+	/* fulfilled: the waiter gets the reserved block, the loader never
+	 * runs, the block stays cached */
+	CHECK_EQ_INT(lsq_block_cache_reserve(cache, 7, &res), LSQ_OK);
+	CHECK(res);
+	CHECK_EQ_INT(lsq_block_cache_reserve(cache, 7, &again), LSQ_OK);
+	CHECK(again == NULL);       /* loading: nothing to do */
+	CHECK_EQ_INT(pthread_create(&th, NULL, res_thread, &a), 0);
+	wait_for_waits(cache, 1);
+	lsq_block_cache_fulfil(cache, res, made_block(7));
+	CHECK_EQ_INT(pthread_join(th, NULL), 0);
+	CHECK_EQ_INT(a.err, LSQ_OK);
+	check_block(a.blk, 7);
+	CHECK_EQ_INT(refs(a.blk), 2);   /* the waiter's and the cache's */
+	lsq_block_put(a.blk);
+	CHECK_EQ_INT(atomic_load(&tl.calls), 0);
+	CHECK_EQ_INT(lsq_block_cache_reserve(cache, 7, &again), LSQ_OK);
+	CHECK(again == NULL);       /* cached: nothing to do */
+	CHECK_EQ_INT(stats(cache).reserved, 1);
+
+	/* failed: the waiter loads the key itself and succeeds */
+	CHECK_EQ_INT(lsq_block_cache_reserve(cache, 8, &res), LSQ_OK);
+	a = (struct res_arg){ .cache = cache, .key = 8 };
+	CHECK_EQ_INT(pthread_create(&th, NULL, res_thread, &a), 0);
+	wait_for_waits(cache, 2);
+	lsq_block_cache_fulfil(cache, res, NULL);
+	CHECK_EQ_INT(pthread_join(th, NULL), 0);
+	CHECK_EQ_INT(a.err, LSQ_OK);
+	check_block(a.blk, 8);
+	lsq_block_put(a.blk);
+	CHECK_EQ_INT(atomic_load(&tl.key_calls[8]), 1);
+
+	/* failed, seen by lookup: not found, so the caller reads elsewhere */
+	CHECK_EQ_INT(lsq_block_cache_reserve(cache, 9, &res), LSQ_OK);
+	a = (struct res_arg){ .cache = cache, .key = 9, .lookup = true };
+	CHECK_EQ_INT(pthread_create(&th, NULL, res_thread, &a), 0);
+	wait_for_waits(cache, 3);
+	lsq_block_cache_fulfil(cache, res, NULL);
+	CHECK_EQ_INT(pthread_join(th, NULL), 0);
+	CHECK_EQ_INT(a.err, LSQ_ERR_NOT_FOUND);
+	CHECK_EQ_INT(lsq_block_cache_lookup(cache, 9, &blk),
+		     LSQ_ERR_NOT_FOUND);
+
+	/* fulfilled with nobody waiting: cached with one reference */
+	CHECK_EQ_INT(lsq_block_cache_reserve(cache, 10, &res), LSQ_OK);
+	lsq_block_cache_fulfil(cache, res, made_block(10));
+	CHECK_EQ_INT(lsq_block_cache_lookup(cache, 10, &blk), LSQ_OK);
+	check_block(blk, 10);
+	CHECK_EQ_INT(refs(blk), 2);
+	lsq_block_put(blk);
+	lsq_block_cache_fulfil(cache, NULL, NULL);  /* no-op */
+	lsq_block_cache_destroy(cache);
+}
+
 int main(void)
 {
 	test_alloc();
@@ -744,6 +848,7 @@ int main(void)
 	test_errors_not_cached();
 	test_oversized_not_kept();
 	test_budget_zero();
+	test_reservations();
 	test_reentrant_loader();
 	test_single_flight();
 	test_stress();

@@ -189,9 +189,45 @@ struct lsq_image_stats {
 	 * registered for FUSE over io_uring (0: requests come over
 	 * /dev/fuse) and requests they answered */
 	uint64_t fuse_ring_threads, fuse_ring_requests;
+	/* prefetch (lsq_image_prefetch): profile entries found and missing,
+	 * compressed bytes planned; then, from the caching layer, requests
+	 * made, bytes fetched, failed requests, blocks stored, and reads
+	 * served by a prefetched block (count, bytes) */
+	uint64_t prefetch_files, prefetch_missing, prefetch_planned_bytes;
+	uint64_t prefetch_requests, prefetch_bytes, prefetch_failures,
+		prefetch_blocks, prefetch_hits, prefetch_hit_bytes;
 };
 void lsq_image_get_stats(const struct lsq_image *img,
 			 struct lsq_image_stats *out);
+
+/* ---- prefetch: startup profiles (src/common/profile.h) ---- */
+
+struct lsq_prefetch_options {
+	unsigned workers;      /* fetches in flight, at least 1 */
+	uint64_t budget_bytes; /* compressed bytes planned, at most */
+};
+
+/* Fetch, in the background, the blocks of the files a startup profile
+ * lists (text[0..len) is copied), in list order: the first thread resolves
+ * the paths and plans extents, coalesced into ranges of up to a few MiB,
+ * then opt->workers threads fetch them, earliest-needed first, through
+ * lsq_source_cache_prefetch(). A read that needs a block in flight waits
+ * for that fetch; nothing is fetched twice; a failed fetch only costs the
+ * reader its own fetch. Entries missing from the image, or not regular
+ * files, are skipped with one warning; an empty profile does nothing.
+ * name says where the profile came from (messages only). At most one per
+ * image (LSQ_ERR_INVALID after); stopped by lsq_image_close(). Start it
+ * once the process will not fork any more. LSQ_ERR_NOMEM. */
+int lsq_image_prefetch(struct lsq_image *img, const char *text, size_t len,
+		       const char *name,
+		       const struct lsq_prefetch_options *opt);
+
+/* The startup profile stored in the image by `sqfs-lazy-pack --order`
+ * (src/format/profile_record.h), as malloc'd text in *text (not
+ * NUL-terminated; the caller frees). LSQ_ERR_NOT_FOUND when the image has
+ * none, LSQ_ERR_CORRUPT when the record is damaged, or the read's error.
+ * Costs no request on a remote image: it lies in the first 64 KiB. */
+int lsq_image_stored_profile(struct lsq_image *img, char **text, size_t *len);
 
 /* True once every metadata read is served from memory (the source's pinned
  * metadata region is loaded), so a lookup cannot wait for I/O. Lock-free. */

@@ -77,6 +77,14 @@ void lsq_source_hint_run_end(uint64_t end);
 /* The calling thread's hint; 0 when none. */
 uint64_t lsq_source_run_end(void);
 
+/* Speculative-read hint, per thread: the reads this thread makes until it
+ * is cleared fetch bytes nobody waits for yet (a prefetch). A source
+ * treats them as one-offs: no retries (a reader that needs the bytes
+ * fetches them itself, with retries, and reports), no sequential-stream
+ * tracking or readahead around them. */
+void lsq_source_hint_speculative(bool on);
+bool lsq_source_speculative(void);
+
 /* Destroy a source; NULL is ignored. */
 void lsq_source_destroy(struct lsq_source *src);
 
@@ -111,6 +119,11 @@ struct lsq_cache_stats {
 	uint64_t disk_hits, disk_misses, disk_writes, disk_corrupt,
 		disk_evictions, disk_bytes;
 	uint64_t pinned_bytes;
+	/* lsq_source_cache_prefetch: requests made, bytes they fetched,
+	 * requests that failed, blocks stored, and reads served by a
+	 * prefetched block (count and bytes) */
+	uint64_t prefetch_requests, prefetch_bytes, prefetch_failures,
+		prefetch_blocks, prefetch_hits, prefetch_hit_bytes;
 };
 
 /* Put a caching layer in front of inner. Reads are served from the pinned
@@ -122,6 +135,25 @@ struct lsq_cache_stats {
 int lsq_source_cache_wrap(struct lsq_source *inner,
 			  const struct lsq_cache_options *opt,
 			  struct lsq_source **out, char *warn, size_t warnlen);
+
+/* One unit the image reads as a whole: a data block, a fragment block. */
+struct lsq_extent {
+	uint64_t offset;
+	uint32_t len;
+};
+
+/* Prefetch: fetch ext[0..n) with ONE read of the range spanning them (the
+ * caller keeps that range short and the gaps small) and keep each extent
+ * in the RAM cache exactly as the image will read it. Extents already
+ * cached, loading, pinned or in the persistent cache are not fetched (the
+ * span shrinks to the rest). A read of an extent in flight waits for this
+ * fetch instead of fetching it again; if the fetch fails, the read fetches
+ * for itself. The read is speculative (lsq_source_hint_speculative): no
+ * retries, no readahead. Without a RAM cache the span is only advised to
+ * the source (a local file's page cache reads it ahead). Blocks; returns
+ * the fetch's error, which only the caller sees. Thread-safe. */
+int lsq_source_cache_prefetch(struct lsq_source *src,
+			      const struct lsq_extent *ext, size_t n);
 
 /* LSQ_ERR_INVALID unless src is a caching layer. Thread-safe. */
 int lsq_source_cache_get_stats(const struct lsq_source *src,

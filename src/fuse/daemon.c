@@ -39,7 +39,9 @@
 #include "common/url.h"
 #include "fuse/mount.h"
 #include "fuse/options.h"
+#include "fuse/recorder.h"
 #include "fuse/request_loop.h"
+#include "fuse/startup_profile.h"
 #include "fuse/stats.h"
 #include "fuse/uring.h"
 #include "lsq/error.h"
@@ -364,6 +366,7 @@ static int run_mount(struct lsq_mount_options *opt)
 		.handles_lock = PTHREAD_MUTEX_INITIALIZER,
 	};
 	struct stats_watcher watcher = { .running = false };
+	struct lsq_startup_profile profile = { 0 };
 	struct ready_notifier ready = { .running = false };
 	struct lsq_uring *uring = NULL;
 	struct fuse_session *se;
@@ -395,6 +398,13 @@ static int run_mount(struct lsq_mount_options *opt)
 		goto out_destroy;
 	m.root = lsq_image_root(m.img);
 	m.local_image = !lsq_source_is_url(opt->image);
+	if (opt->record &&
+	    lsq_recorder_create(opt->record, lsq_image_info(m.img)->block_size,
+				&m.recorder) != LSQ_OK) {
+		lsq_err_log("record=%s: %s", opt->record, strerror(errno));
+		goto out_destroy;
+	}
+	lsq_startup_profile_load(&profile, opt, m.img);
 
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_destroy;
@@ -414,6 +424,7 @@ static int run_mount(struct lsq_mount_options *opt)
 
 	/* no fork after this point: background fetches may use threads */
 	lsq_source_http_allow_threads(http_source);
+	lsq_startup_profile_start(&profile, opt, m.img);
 	if (opt->io_uring != 0 && !opt->single_thread)
 		uring = lsq_uring_start(se, opt->threads, opt->io_uring > 0,
 					opt->same_cpu);
@@ -451,10 +462,13 @@ out_destroy:
 	if (ready.running)
 		pthread_join(ready.thread, NULL);
 	free(shown);
+	/* the loop is over: nothing reads or names nodes any more */
+	lsq_recorder_finish(m.recorder);
 	if (m.img)
 		log_http_stats();  /* the final counters of a remote image */
 	http_source = NULL;
 	lsq_image_close(m.img);
+	lsq_startup_profile_fini(&profile);
 out_free:
 	free(m.conn_opts);
 	return status;

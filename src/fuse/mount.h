@@ -26,6 +26,7 @@
 #define LSQ_STATS_XATTR "user.sqfs-lazy.stats"
 
 struct lsq_handle;
+struct lsq_recorder;
 struct lsq_uring;
 
 struct lsq_mount {
@@ -39,6 +40,7 @@ struct lsq_mount {
 	/* a local file: a metadata miss is a pread, never a network wait */
 	bool local_image;
 	struct lsq_page_store page_store; /* initialised in init */
+	struct lsq_recorder *recorder; /* -o record=; NULL: off */
 	/* set once in init, before any other request */
 	bool zero_open;         /* answer open with ENOSYS (no open/release) */
 	bool zero_opendir;      /* same for opendir/releasedir */

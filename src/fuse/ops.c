@@ -19,6 +19,7 @@
 #include "common/scratch.h"
 #include "fuse/inode_map.h"
 #include "fuse/mount.h"
+#include "fuse/recorder.h"
 #include "fuse/reply.h"
 #include "fuse/stats.h"
 #include "fuse/uring.h"
@@ -175,6 +176,9 @@ static void lsq_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (err)
 		goto fail;
 	fill_entry(m, &inode, &e);
+	if (m->recorder)
+		lsq_recorder_name(m->recorder, parent, name, strlen(name),
+				  e.ino);
 	fuse_reply_entry(req, &e);
 	return;
 fail:
@@ -318,6 +322,9 @@ static void lsq_op_read(fuse_req_t req, fuse_ino_t ino, size_t size,
 		lsq_reply_err(req, err);
 	} else {
 		fuse_reply_buf(req, buf, nread);
+		if (m->recorder)
+			lsq_recorder_read(m->recorder, ino, file->size,
+					  (uint64_t)off, nread);
 		/* only after the reply: until then the kernel holds the
 		 * pages of this request locked */
 		lsq_page_store_after_read(&m->page_store, ino, file,
@@ -358,6 +365,7 @@ static void lsq_op_opendir(fuse_req_t req, fuse_ino_t ino,
 struct dir_fill {
 	fuse_req_t req;
 	struct lsq_mount *m;
+	fuse_ino_t dir_ino;
 	const struct lsq_inode *dir;
 	bool plus;
 	char *buf;
@@ -420,6 +428,9 @@ static int fill_dirent(void *ctx, const struct lsq_dirent *ent)
 			return 1;
 		}
 		fill_entry(f->m, &inode, &e);
+		if (f->m->recorder)
+			lsq_recorder_name(f->m->recorder, f->dir_ino, name,
+					  ent->name_len, e.ino);
 	}
 	f->used += fuse_add_direntry_plus(f->req, f->buf + f->used, room, name,
 					  &e, next);
@@ -432,6 +443,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
 	struct dir_fill f = {
 		.req = req,
 		.m = mount_of(req),
+		.dir_ino = ino,
 		.plus = plus,
 		.size = size,
 	};

@@ -365,6 +365,21 @@ static int parse_item(struct lsq_mount_options *opt, char *item,
 		return LSQ_OK;
 	} else if (IS("prefetch_metadata")) {
 		return parse_on_off_given(name, value, &opt->prefetch_metadata);
+	} else if (IS("record") || IS("prefetch")) {
+		char **slot = IS("record") ? &opt->record : &opt->prefetch;
+		char *copy;
+
+		NEED_VALUE();
+		if (value[0] == '\0')
+			return bad_value(name, value, IS("record") ?
+					 "a file name" :
+					 "auto, off, a file name or a URL");
+		copy = strdup(value);
+		if (!copy)
+			return LSQ_ERR_NOMEM;
+		free(*slot);
+		*slot = copy;
+		return LSQ_OK;
 	} else if (IS("cache_dir")) {
 		char *copy;
 
@@ -671,6 +686,9 @@ void lsq_mount_options_fini(struct lsq_mount_options *opt)
 	memset(&opt->http_opts, 0, sizeof(opt->http_opts));
 	free((char *)opt->cache_opts.dir);
 	opt->cache_opts.dir = NULL;
+	free(opt->record);
+	free(opt->prefetch);
+	opt->record = opt->prefetch = NULL;
 	free(opt->mountpoint);
 	opt->mountpoint = NULL;
 }
@@ -772,6 +790,11 @@ void lsq_mount_options_help(FILE *out)
 "  cache_dir=DIR           persistent cache of fetched bytes, reused by later\n"
 "                          mounts of the same image (default none)\n"
 "  cache_size=SIZE         bound of the cache_dir cache per image (default %s)\n"
+"  record=PATH             write a startup profile to PATH when the mount\n"
+"                          ends: the files read, in order (docs/prefetch.md)\n"
+"  prefetch=auto|off|PATH|URL  fetch the blocks a startup profile lists, in\n"
+"                          the background (default auto: the profile stored\n"
+"                          in the image by sqfs-lazy-pack --order, if any)\n"
 "  entry_timeout=SECONDS   kernel name cache timeout (default %.0f)\n"
 "  attr_timeout=SECONDS    kernel attribute cache timeout (default %.0f)\n"
 "  dev, nodev              honour device files (default nodev)\n"

@@ -80,6 +80,8 @@ struct lsq_mount_options {
 	struct lsq_cache_options cache_opts;
 	bool block_cache_given;
 	int prefetch_metadata;  /* -1 not given, 0, 1 */
+	char *record;           /* -o record=PATH, owned; NULL: off */
+	char *prefetch;         /* -o prefetch=, owned; NULL: auto */
 	/* argv for libfuse: argv[0], then -o options (owned) */
 	struct fuse_args fuse_args;
 };

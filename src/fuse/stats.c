@@ -47,6 +47,15 @@ static const struct {
 	C(http_in_flight),
 	C(fuse_ring_threads),
 	C(fuse_ring_requests),
+	C(prefetch_files),
+	C(prefetch_missing),
+	C(prefetch_planned_bytes),
+	C(prefetch_requests),
+	C(prefetch_bytes),
+	C(prefetch_failures),
+	C(prefetch_blocks),
+	C(prefetch_hits),
+	C(prefetch_hit_bytes),
 #undef C
 };
 

@@ -547,6 +547,61 @@ static int read_blocks(struct lsq_image *img, const struct lsq_inode *file,
 	return LSQ_OK;
 }
 
+int lsq_file_extents(struct lsq_image *img, const struct lsq_inode *file,
+		     uint64_t first, uint64_t last, lsq_extent_fn fn,
+		     void *ctx)
+{
+	uint32_t nblocks = file->priv.e, index, stop;
+	struct meta_cursor cur = { 0 };
+	uint64_t data;
+	int ret = LSQ_OK;
+
+	if (!S_ISREG(file->mode) || file->size == 0 || first >= file->size)
+		return LSQ_OK;
+	if (last >= file->size)
+		last = file->size - 1;
+	if (last < first)
+		return LSQ_OK;
+	index = (uint32_t)(first >> img->sb.block_log);
+	stop = (uint32_t)(last >> img->sb.block_log);  /* inclusive */
+	if (index < nblocks) {
+		ret = block_list_seek(img, file, index, &cur, &data);
+		for (; !ret && index <= stop && index < nblocks; index++) {
+			uint8_t w[4];
+			uint32_t disk;
+
+			ret = lsq_meta_read(img, &cur, w, 4);
+			if (ret)
+				break;
+			disk = SQUASHFS_BLOCK_ONDISK_SIZE(lsq_le32(w));
+			if (disk > img->sb.block_size ||
+			    lsq_range_outside(data, disk, img->sb.bytes_used)) {
+				ret = LSQ_ERR_CORRUPT;
+				break;
+			}
+			if (disk)
+				ret = fn(ctx, data, disk);
+			data += disk;
+		}
+		lsq_meta_cursor_fini(&cur);
+	}
+	if (!ret && stop >= nblocks && file->priv.c != SQUASHFS_INVALID_FRAG) {
+		uint8_t e[SQUASHFS_FRAGMENT_ENTRY_SIZE];
+		uint32_t disk;
+
+		ret = lsq_lookup_table_read(img, &img->frag_table,
+					    (uint32_t)file->priv.c, e);
+		if (ret)
+			return ret;
+		disk = SQUASHFS_BLOCK_ONDISK_SIZE(lsq_le32(e + 8));
+		if (disk == 0 || disk > img->sb.block_size ||
+		    lsq_range_outside(lsq_le64(e), disk, img->sb.bytes_used))
+			return LSQ_ERR_CORRUPT;
+		ret = fn(ctx, lsq_le64(e), disk);
+	}
+	return ret;
+}
+
 int lsq_image_read(struct lsq_image *img, const struct lsq_inode *file,
 		   void *buf, size_t len, uint64_t offset, size_t *nread)
 {

@@ -215,6 +215,7 @@ int lsq_image_open(struct lsq_source *src, const struct lsq_image_options *opt,
 		ret = read_comp_options(img, comp_opts, &comp_len, errbuf, errlen);
 		if (ret)
 			goto fail;
+		img->comp_opts_block = 2 + (uint32_t)comp_len;
 	}
 	ret = lsq_codec_create(img->sb.compression_id,
 			       comp_len ? comp_opts : NULL, comp_len,
@@ -305,6 +306,7 @@ void lsq_image_close(struct lsq_image *img)
 {
 	if (!img)
 		return;
+	lsq_prefetch_destroy(img->prefetch);  /* its threads read the image */
 	lsq_block_cache_destroy(img->meta_cache);
 	lsq_block_cache_destroy(img->frag_cache);
 	lsq_block_cache_destroy(img->data_cache);
@@ -384,7 +386,14 @@ void lsq_image_get_stats(const struct lsq_image *img,
 		out->disk_cache_evictions = ls.disk_evictions;
 		out->disk_cache_bytes = ls.disk_bytes;
 		out->metadata_pinned_bytes = ls.pinned_bytes;
+		out->prefetch_requests = ls.prefetch_requests;
+		out->prefetch_bytes = ls.prefetch_bytes;
+		out->prefetch_failures = ls.prefetch_failures;
+		out->prefetch_blocks = ls.prefetch_blocks;
+		out->prefetch_hits = ls.prefetch_hits;
+		out->prefetch_hit_bytes = ls.prefetch_hit_bytes;
 	}
+	lsq_prefetch_add_stats(img->prefetch, out);
 	if (lsq_source_http_get_stats(img->src, &hs) == LSQ_OK) {
 		out->http_requests = hs.requests;
 		out->http_bytes = hs.bytes_fetched;

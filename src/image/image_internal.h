@@ -61,6 +61,10 @@ struct lsq_image {
 	 * many loads in a row were each the block after the one before in
 	 * the low 32. */
 	atomic_uint_fast64_t frag_seq;
+	/* on-disk size of the compressor options block (0: none): the
+	 * stored startup profile follows it (format/profile_record.h) */
+	uint32_t comp_opts_block;
+	struct lsq_prefetch *prefetch; /* NULL until lsq_image_prefetch */
 
 	/* Until open succeeds, corruption is not logged: open reports it in
 	 * its one error line (errbuf), and a refused image must give exactly
@@ -141,5 +145,19 @@ int lsq_image_corrupt(struct lsq_image *img, int err, uint64_t offset,
 /* file.c */
 int lsq_file_read(struct lsq_image *img, const struct lsq_inode *file,
 		  void *buf, size_t len, uint64_t offset, size_t *nread);
+
+/* Call fn for each compressed unit a read of bytes [first, last] of file
+ * would load: its data blocks (sparse ones have none) and the fragment
+ * block of its tail, as (image offset, on-disk length). A non-zero return
+ * of fn stops the walk and is returned. */
+typedef int (*lsq_extent_fn)(void *ctx, uint64_t offset, uint32_t len);
+int lsq_file_extents(struct lsq_image *img, const struct lsq_inode *file,
+		     uint64_t first, uint64_t last, lsq_extent_fn fn,
+		     void *ctx);
+
+/* prefetch.c: stop and free the image's prefetcher (NULL is ignored) */
+void lsq_prefetch_destroy(struct lsq_prefetch *pf);
+void lsq_prefetch_add_stats(const struct lsq_prefetch *pf,
+			    struct lsq_image_stats *out);
 
 #endif

@@ -57,3 +57,15 @@ uint64_t lsq_source_run_end(void)
 {
 	return run_end_hint;
 }
+
+static _Thread_local bool speculative_reads;
+
+void lsq_source_hint_speculative(bool on)
+{
+	speculative_reads = on;
+}
+
+bool lsq_source_speculative(void)
+{
+	return speculative_reads;
+}

@@ -22,12 +22,16 @@
 
 #include "cache/block_cache.h"
 #include "cache/disk_cache.h"
+#include "common/checked_math.h"
 #include "lsq/error.h"
 #include "lsq/source.h"
 
 /* Larger reads bypass the RAM cache: no data or metadata block is this
  * big, so they are one-off reads (or a hostile image's). */
 #define CACHE_MAX_RANGE (2u * 1024u * 1024u)
+
+/* lsq_block.aux of a range a prefetch stored, so its hits are counted. */
+#define PREFETCHED 1u
 
 enum pin_state { PIN_NONE, PIN_WANTED, PIN_LOADING, PIN_READY };
 
@@ -43,6 +47,9 @@ struct cache_source {
 	enum pin_state pin_state;
 	uint64_t pin_off, pin_len;
 	_Atomic(struct lsq_block *) pin;  /* set once, when READY */
+
+	atomic_uint_least64_t pf_requests, pf_bytes, pf_failures, pf_blocks,
+		pf_hits, pf_hit_bytes;
 };
 
 static const struct lsq_source_ops cache_ops;
@@ -151,6 +158,12 @@ static int cache_read_at(struct lsq_source *src, void *buf, size_t len,
 	ret = lsq_block_cache_get_with(cs->ram, offset, ram_loader, &rl, &blk);
 	if (ret)
 		return ret;
+	if (blk->aux == PREFETCHED) {
+		atomic_fetch_add_explicit(&cs->pf_hits, 1,
+					  memory_order_relaxed);
+		atomic_fetch_add_explicit(&cs->pf_hit_bytes, len,
+					  memory_order_relaxed);
+	}
 	if (blk->size == len) {
 		memcpy(buf, blk->data, len);
 		lsq_block_put(blk);
@@ -160,6 +173,132 @@ static int cache_read_at(struct lsq_source *src, void *buf, size_t len,
 	 * serve it uncached rather than evict the first. */
 	lsq_block_put(blk);
 	return load_range(cs, buf, len, offset);
+}
+
+/* A block for a prefetched extent, copied from the span's bytes. */
+static struct lsq_block *prefetched_block(const uint8_t *data, size_t len)
+{
+	struct lsq_block *blk = lsq_block_alloc(len);
+
+	if (blk) {
+		memcpy(blk->data, data, len);
+		blk->size = len;
+		blk->aux = PREFETCHED;
+	}
+	return blk;
+}
+
+/* Reserve the extents worth fetching; those the persistent cache holds
+ * are fulfilled from it at once. Returns how many reservations are left
+ * for the network. */
+static size_t reserve_extents(struct cache_source *cs,
+			      const struct lsq_extent *ext, size_t n,
+			      struct lsq_block_reservation **res)
+{
+	size_t left = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct lsq_block *blk;
+
+		res[i] = NULL;
+		if (ext[i].len == 0 || ext[i].len > CACHE_MAX_RANGE ||
+		    lsq_range_outside(ext[i].offset, ext[i].len,
+				      cs->base.size) ||
+		    (cs->pin_len && in_pin(cs, ext[i].len, ext[i].offset)) ||
+		    lsq_block_cache_reserve(cs->ram, ext[i].offset, &res[i]) ||
+		    !res[i])
+			continue;
+		if (cs->disk && (blk = lsq_block_alloc(ext[i].len)) != NULL) {
+			if (lsq_disk_cache_read(cs->disk, blk->data, ext[i].len,
+						ext[i].offset) == LSQ_OK) {
+				blk->size = ext[i].len;
+				blk->aux = PREFETCHED;
+				lsq_block_cache_fulfil(cs->ram, res[i], blk);
+				res[i] = NULL;
+				continue;
+			}
+			lsq_block_put(blk);
+		}
+		left++;
+	}
+	return left;
+}
+
+int lsq_source_cache_prefetch(struct lsq_source *src,
+			      const struct lsq_extent *ext, size_t n)
+{
+	struct cache_source *cs = (struct cache_source *)src;
+	struct lsq_block_reservation **res;
+	uint64_t lo = UINT64_MAX, hi = 0;
+	uint8_t *buf = NULL;
+	int ret = LSQ_OK;
+
+	if (n == 0)
+		return LSQ_OK;
+	if (src->ops != &cache_ops || !cs->ram) {
+		/* no RAM to keep it in: let the source read it ahead (a
+		 * local file's page cache) */
+		for (size_t i = 0; i < n; i++) {
+			if (ext[i].offset < lo)
+				lo = ext[i].offset;
+			if (ext[i].offset + ext[i].len > hi)
+				hi = ext[i].offset + ext[i].len;
+		}
+		lsq_source_advise(src->ops == &cache_ops ? cs->inner : src, lo,
+				  hi - lo);
+		return LSQ_OK;
+	}
+	res = malloc(n * sizeof(*res));
+	if (!res)
+		return LSQ_ERR_NOMEM;
+	if (reserve_extents(cs, ext, n, res) == 0)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		if (!res[i])
+			continue;
+		if (ext[i].offset < lo)
+			lo = ext[i].offset;
+		if (ext[i].offset + ext[i].len > hi)
+			hi = ext[i].offset + ext[i].len;
+	}
+	buf = malloc((size_t)(hi - lo));
+	if (!buf) {
+		ret = LSQ_ERR_NOMEM;
+	} else {
+		lsq_source_hint_speculative(true);
+		ret = lsq_source_read_at(cs->inner, buf, (size_t)(hi - lo), lo);
+		lsq_source_hint_speculative(false);
+		atomic_fetch_add_explicit(&cs->pf_requests, 1,
+					  memory_order_relaxed);
+	}
+	if (ret == LSQ_OK)
+		atomic_fetch_add_explicit(&cs->pf_bytes, hi - lo,
+					  memory_order_relaxed);
+	else
+		atomic_fetch_add_explicit(&cs->pf_failures, 1,
+					  memory_order_relaxed);
+	for (size_t i = 0; i < n; i++) {
+		struct lsq_block *blk = NULL;
+		const uint8_t *data;
+
+		if (!res[i])
+			continue;
+		data = buf + (ext[i].offset - lo);
+		if (ret == LSQ_OK)
+			blk = prefetched_block(data, ext[i].len);
+		if (blk) {
+			if (cs->disk)
+				lsq_disk_cache_write(cs->disk, data,
+						     ext[i].len, ext[i].offset);
+			atomic_fetch_add_explicit(&cs->pf_blocks, 1,
+						  memory_order_relaxed);
+		}
+		lsq_block_cache_fulfil(cs->ram, res[i], blk);
+	}
+out:
+	free(buf);
+	free(res);
+	return ret;
 }
 
 /* The image advises its metadata region once, right after the superblock.
@@ -288,6 +427,12 @@ int lsq_source_cache_get_stats(const struct lsq_source *src,
 	}
 	pin = atomic_load_explicit(&cs->pin, memory_order_acquire);
 	out->pinned_bytes = pin ? pin->size : 0;
+	out->prefetch_requests = atomic_load(&cs->pf_requests);
+	out->prefetch_bytes = atomic_load(&cs->pf_bytes);
+	out->prefetch_failures = atomic_load(&cs->pf_failures);
+	out->prefetch_blocks = atomic_load(&cs->pf_blocks);
+	out->prefetch_hits = atomic_load(&cs->pf_hits);
+	out->prefetch_hit_bytes = atomic_load(&cs->pf_hit_bytes);
 	return LSQ_OK;
 }
 

@@ -1526,6 +1526,10 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 	}
 
 	c = NULL;
+	if (lsq_source_speculative()) {
+		pthread_mutex_unlock(&hs->mu);
+		return fetch(hs, buf, len, offset, true);
+	}
 	if (hs->opt.readahead) {
 		s = stream_advance(hs, offset, len, &exact);
 		if (s && (!s->confirmed || !worth_reading_ahead(hs, s)))

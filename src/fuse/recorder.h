@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * recorder.h - -o record=PATH: which files a mount's users read, in the
+ * order of their first read, and which parts of them; written as a
+ * startup profile (src/common/profile.h) when the mount ends.
+ *
+ * Node ids are stateless here (inode ref + 2), so the recorder learns each
+ * node's name and parent from the replies that hand node ids to the kernel
+ * (lookup, readdirplus): the kernel cannot read a file it never got a node
+ * id for. Thread-safe; a read costs one lock of one of 64 shards.
+ */
+#ifndef LSQ_FUSE_RECORDER_H
+#define LSQ_FUSE_RECORDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct lsq_recorder;
+
+/* Open (create) path for writing now, so a bad path fails the mount and a
+ * relative one means the working directory of the mount command.
+ * granule: the unit reads are rounded to (the image's block size).
+ * LSQ_ERR_IO (errno set), LSQ_ERR_NOMEM. */
+int lsq_recorder_create(const char *path, uint32_t granule,
+			struct lsq_recorder **out);
+
+/* The kernel got node id child for name in directory parent. */
+void lsq_recorder_name(struct lsq_recorder *rec, uint64_t parent,
+		       const char *name, size_t name_len, uint64_t child);
+
+/* Bytes [off, off + len) of node ino (a file of file_size bytes) were
+ * read. */
+void lsq_recorder_read(struct lsq_recorder *rec, uint64_t ino,
+		       uint64_t file_size, uint64_t off, uint64_t len);
+
+/* Write the profile (replacing the file's contents) and free everything;
+ * NULL is ignored. Logs one line saying what was written, or why not. */
+void lsq_recorder_finish(struct lsq_recorder *rec);
+
+#endif

@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: MIT */
+/* startup_profile.c - -o prefetch= sources (see startup_profile.h). */
+#include "fuse/startup_profile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/url.h"
+#include "lsq/error.h"
+
+/* A profile lists files, a few dozen bytes each: this is millions. */
+#define PROFILE_MAX (64u << 20)
+
+static int read_file(const char *path, char **text, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	char *buf;
+	size_t got = 0;
+
+	if (fd < 0)
+		return LSQ_ERR_IO;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    st.st_size > PROFILE_MAX) {
+		int e = errno;
+
+		if (e == 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))
+			e = S_ISDIR(st.st_mode) ? EISDIR :
+			    S_ISREG(st.st_mode) ? EFBIG : EINVAL;
+		close(fd);
+		errno = e;
+		return LSQ_ERR_IO;
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf) {
+		close(fd);
+		return LSQ_ERR_NOMEM;
+	}
+	while (got < (size_t)st.st_size) {
+		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+
+		if (n <= 0) {
+			if (n == 0)
+				break;  /* shrank meanwhile: take what is there */
+			if (errno == EINTR)
+				continue;
+			free(buf);
+			close(fd);
+			return LSQ_ERR_IO;
+		}
+		got += (size_t)n;
+	}
+	close(fd);
+	*text = buf;
+	*len = got;
+	return LSQ_OK;
+}
+
+static int fetch_url(const char *url, const struct lsq_mount_options *opt,
+		     char **text, size_t *len, char *err, size_t errlen)
+{
+	struct lsq_http_options hopt = opt->http_opts;
+	struct lsq_source *src;
+	char *buf;
+	int ret;
+
+	hopt.base_offset = 0;
+	hopt.nmirrors = 0;
+	ret = lsq_source_http_open(url, &hopt, &src, err, errlen);
+	if (ret)
+		return ret;
+	if (src->size > PROFILE_MAX) {
+		snprintf(err, errlen, "%llu bytes, more than a profile can be",
+			 (unsigned long long)src->size);
+		lsq_source_destroy(src);
+		return LSQ_ERR_INVALID;
+	}
+	buf = malloc(src->size ? (size_t)src->size : 1);
+	ret = buf ? lsq_source_read_at(src, buf, (size_t)src->size, 0)
+		  : LSQ_ERR_NOMEM;
+	if (ret == LSQ_OK) {
+		*text = buf;
+		*len = (size_t)src->size;
+	} else {
+		free(buf);
+	}
+	lsq_source_destroy(src);
+	return ret;
+}
+
+void lsq_startup_profile_load(struct lsq_startup_profile *p,
+			      const struct lsq_mount_options *opt,
+			      struct lsq_image *img)
+{
+	const char *want = opt->prefetch;
+	int ret;
+
+	memset(p, 0, sizeof(*p));
+	if (want && strcmp(want, "off") == 0)
+		return;
+	if (!want || strcmp(want, "auto") == 0) {
+		ret = lsq_image_stored_profile(img, &p->text, &p->len);
+		if (ret == LSQ_OK)
+			p->name = strdup("stored in the image");
+		else if (ret != LSQ_ERR_NOT_FOUND)
+			lsq_warn("prefetch: the profile stored in the image is unusable (%s); not prefetching",
+				 lsq_strerror(ret));
+		return;
+	}
+	p->name = lsq_url_redact(want);
+	if (lsq_source_is_url(want)) {
+		p->fetch_url = true;
+		return;
+	}
+	ret = read_file(want, &p->text, &p->len);
+	if (ret)
+		lsq_warn("prefetch %s: %s; not prefetching", want,
+			 ret == LSQ_ERR_IO ? strerror(errno)
+					   : lsq_strerror(ret));
+}
+
+void lsq_startup_profile_start(struct lsq_startup_profile *p,
+			       const struct lsq_mount_options *opt,
+			       struct lsq_image *img)
+{
+	struct lsq_prefetch_options po = { 0 };
+	struct lsq_cache_options co;
+	bool remote = lsq_source_is_url(opt->image);
+	char err[512] = "";
+	int ret;
+
+	if (p->fetch_url) {
+		ret = fetch_url(opt->prefetch, opt, &p->text, &p->len, err,
+				sizeof(err));
+		if (ret) {
+			lsq_warn("prefetch %s: %s; not prefetching",
+				 p->name ? p->name : "URL",
+				 err[0] ? err : lsq_strerror(ret));
+			return;
+		}
+	}
+	if (!p->text)
+		return;
+	/* Leave one connection to the readers; keep what is prefetched
+	 * within half the RAM cache, so it does not evict itself. */
+	co = lsq_mount_cache_options(opt, remote);
+	po.workers = remote && opt->http_opts.max_connections > 1
+			     ? opt->http_opts.max_connections - 1 : 1;
+	po.budget_bytes = co.block_cache_bytes
+				  ? co.block_cache_bytes / 2
+				  : LSQ_DEFAULT_REMOTE_BLOCK_CACHE / 2;
+	ret = lsq_image_prefetch(img, p->text, p->len, p->name, &po);
+	if (ret)
+		lsq_warn("prefetch %s: %s; not prefetching", p->name,
+			 lsq_strerror(ret));
+}
+
+void lsq_startup_profile_fini(struct lsq_startup_profile *p)
+{
+	free(p->text);
+	free(p->name);
+	memset(p, 0, sizeof(*p));
+}

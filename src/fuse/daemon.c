@@ -367,6 +367,7 @@ static int run_mount(struct lsq_mount_options *opt)
 	};
 	struct stats_watcher watcher = { .running = false };
 	struct lsq_startup_profile profile = { 0 };
+	bool served = false;
 	struct ready_notifier ready = { .running = false };
 	struct lsq_uring *uring = NULL;
 	struct fuse_session *se;
@@ -394,16 +395,18 @@ static int run_mount(struct lsq_mount_options *opt)
 	if (!se)
 		goto out_free;
 	m.se = se; /* for notifications (page store) */
+	if (opt->record &&
+	    lsq_recorder_create(opt->record, &m.recorder) != LSQ_OK) {
+		lsq_err_log("record=%s: %s", opt->record, strerror(errno));
+		goto out_destroy;
+	}
 	if (open_image(opt, &m.img))
 		goto out_destroy;
 	m.root = lsq_image_root(m.img);
 	m.local_image = !lsq_source_is_url(opt->image);
-	if (opt->record &&
-	    lsq_recorder_create(opt->record, lsq_image_info(m.img)->block_size,
-				&m.recorder) != LSQ_OK) {
-		lsq_err_log("record=%s: %s", opt->record, strerror(errno));
-		goto out_destroy;
-	}
+	if (m.recorder)
+		lsq_recorder_set_granule(m.recorder,
+					 lsq_image_info(m.img)->block_size);
 	lsq_startup_profile_load(&profile, opt, m.img);
 
 	if (fuse_set_signal_handlers(se) != 0)
@@ -436,6 +439,7 @@ static int run_mount(struct lsq_mount_options *opt)
 	ready.shown_image = shown ? shown : "the image";
 	start_ready_notifier(&ready);
 	lsq_debug("%s: serving requests", opt->mountpoint);
+	served = true;
 	ret = run_loop(se, &m, opt);
 	atomic_store(&ready.stop, true);
 	lsq_sd_notify("STOPPING=1\nSTATUS=unmounting");
@@ -463,7 +467,7 @@ out_destroy:
 		pthread_join(ready.thread, NULL);
 	free(shown);
 	/* the loop is over: nothing reads or names nodes any more */
-	lsq_recorder_finish(m.recorder);
+	lsq_recorder_finish(m.recorder, served);
 	if (m.img)
 		log_http_stats();  /* the final counters of a remote image */
 	http_source = NULL;

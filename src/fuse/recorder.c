@@ -103,8 +103,7 @@ static struct node *node_get(struct shard *s, uint64_t ino, uint64_t h)
 	return n;
 }
 
-int lsq_recorder_create(const char *path, uint32_t granule,
-			struct lsq_recorder **out)
+int lsq_recorder_create(const char *path, struct lsq_recorder **out)
 {
 	struct lsq_recorder *rec = calloc(1, sizeof(*rec));
 
@@ -124,12 +123,18 @@ int lsq_recorder_create(const char *path, uint32_t granule,
 		errno = e;
 		return LSQ_ERR_IO;
 	}
-	rec->granule = granule ? granule : 4096;
+	rec->granule = 4096;
 	atomic_init(&rec->next_seq, 1);
 	for (unsigned i = 0; i < SHARDS; i++)
 		pthread_mutex_init(&rec->shards[i].lock, NULL);
 	*out = rec;
 	return LSQ_OK;
+}
+
+void lsq_recorder_set_granule(struct lsq_recorder *rec, uint32_t granule)
+{
+	if (granule)
+		rec->granule = granule;
 }
 
 void lsq_recorder_name(struct lsq_recorder *rec, uint64_t parent,
@@ -333,7 +338,7 @@ static int write_profile(struct lsq_recorder *rec, FILE *f, size_t *written)
 	return ret;
 }
 
-void lsq_recorder_finish(struct lsq_recorder *rec)
+void lsq_recorder_finish(struct lsq_recorder *rec, bool write)
 {
 	size_t written = 0;
 	FILE *f;
@@ -342,7 +347,10 @@ void lsq_recorder_finish(struct lsq_recorder *rec)
 	if (!rec)
 		return;
 	/* the workers are gone: no lock needed from here on */
-	if (ftruncate(rec->fd, 0) != 0 || !(f = fdopen(rec->fd, "w"))) {
+	if (!write) {
+		close(rec->fd);
+	} else if (ftruncate(rec->fd, 0) != 0 ||
+		   !(f = fdopen(rec->fd, "w"))) {
 		lsq_err_log("record %s: %s", rec->path, strerror(errno));
 		close(rec->fd);
 		ret = LSQ_ERR_IO;

@@ -12,17 +12,20 @@
 #ifndef LSQ_FUSE_RECORDER_H
 #define LSQ_FUSE_RECORDER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 struct lsq_recorder;
 
-/* Open (create) path for writing now, so a bad path fails the mount and a
- * relative one means the working directory of the mount command.
- * granule: the unit reads are rounded to (the image's block size).
- * LSQ_ERR_IO (errno set), LSQ_ERR_NOMEM. */
-int lsq_recorder_create(const char *path, uint32_t granule,
-			struct lsq_recorder **out);
+/* Open (create) path for writing now, before the image: a bad path fails
+ * the mount at once, and a relative one means the working directory of
+ * the mount command. LSQ_ERR_IO (errno set), LSQ_ERR_NOMEM. */
+int lsq_recorder_create(const char *path, struct lsq_recorder **out);
+
+/* The unit reads are rounded to (the image's block size; 4 KiB until
+ * set). Call before the first read. */
+void lsq_recorder_set_granule(struct lsq_recorder *rec, uint32_t granule);
 
 /* The kernel got node id child for name in directory parent. */
 void lsq_recorder_name(struct lsq_recorder *rec, uint64_t parent,
@@ -33,8 +36,9 @@ void lsq_recorder_name(struct lsq_recorder *rec, uint64_t parent,
 void lsq_recorder_read(struct lsq_recorder *rec, uint64_t ino,
 		       uint64_t file_size, uint64_t off, uint64_t len);
 
-/* Write the profile (replacing the file's contents) and free everything;
+/* Write the profile (replacing the file's contents) unless !write (the
+ * mount never served: an earlier profile stays), and free everything;
  * NULL is ignored. Logs one line saying what was written, or why not. */
-void lsq_recorder_finish(struct lsq_recorder *rec);
+void lsq_recorder_finish(struct lsq_recorder *rec, bool write);
 
 #endif

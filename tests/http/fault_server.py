@@ -22,7 +22,9 @@ that match it:
 
 `count` limits how many requests get the fault (None: all). Requests whose
 range starts below `min_offset` are left alone, so a mount can be set up
-before a fault is armed. Every request is recorded in `server.log`.
+before a fault is armed, and so are those starting at or past
+`max_offset` (when given: the metadata at the end of an image). Every
+request is recorded in `server.log`.
 """
 
 import email.utils
@@ -35,10 +37,12 @@ import time
 
 
 class Fault:
-    def __init__(self, kind, count=None, min_offset=1, **kw):
+    def __init__(self, kind, count=None, min_offset=1, max_offset=None,
+                 **kw):
         self.kind = kind
         self.count = count
         self.min_offset = min_offset
+        self.max_offset = max_offset
         self.kw = kw
         self.hits = 0
 
@@ -75,6 +79,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         with srv.lock:
             f = srv.fault
             if f is None or start < f.min_offset:
+                return None
+            if f.max_offset is not None and start >= f.max_offset:
                 return None
             if f.count is not None and f.hits >= f.count:
                 return None

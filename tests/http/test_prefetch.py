@@ -1,0 +1,282 @@
+"""Startup profiles over a real nginx and our fault server: -o record=
+writes the files read in order with their ranges; -o prefetch= fetches a
+profile's blocks ahead in a few large requests, reads then cost no request,
+and a stale, empty, unreadable or failing profile never fails the mount or
+a read (docs/prefetch.md)."""
+
+import os
+import signal
+import struct
+import subprocess
+import threading
+import time
+
+from conftest import daemon
+from test_cache import stats
+
+MiB = 1 << 20
+CONF = "etc/conf.d/c%03d"
+
+
+def read_profile(path):
+    """[(path, ranges or None)] of a profile, comments skipped."""
+    out = []
+    with open(path) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if not line or line.startswith("#"):
+                continue
+            name, _, rest = line.partition("\t")
+            ranges = None
+            if rest:
+                ranges = [tuple(int(x) for x in r.split("-"))
+                          for r in rest.split("\t")[0].split(",")]
+            out.append((name, ranges))
+    return out
+
+
+def wait_prefetch_done(mnt, timeout=30):
+    """Counters once every planned byte was fetched or failed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = stats(mnt)
+        done = st["prefetch_bytes"] >= st["prefetch_planned_bytes"]
+        if (st["prefetch_planned_bytes"] and done) or \
+                st["prefetch_failures"] or time.monotonic() > deadline:
+            return st
+        time.sleep(0.05)
+
+
+def inode_table_start(image):
+    with open(image, "rb") as f:
+        return struct.unpack("<Q", f.read(72)[64:72])[0]
+
+
+def same_bytes(mnt, tree, rel):
+    with open(os.path.join(mnt, rel), "rb") as a, \
+            open(os.path.join(tree, rel), "rb") as b:
+        return a.read() == b.read()
+
+
+def test_record_lists_first_reads_in_order(nginx, big_image, mounts,
+                                           tmp_path):
+    prof = str(tmp_path / "profile.txt")
+    m = mounts(nginx.url("img.sqfs"), ["record=" + prof])
+    tree = big_image["tree"]
+    # listing and stat are not reads; none of this may appear
+    os.listdir(os.path.join(m.mnt, "etc", "conf.d"))
+    os.stat(os.path.join(m.mnt, CONF % 7))
+    assert same_bytes(m.mnt, tree, CONF % 5)
+    with open(os.path.join(m.mnt, "large.bin"), "rb") as f:
+        f.seek(50 * MiB + 100)
+        assert f.read(4096) == open(os.path.join(tree, "large.bin"),
+                                    "rb").read()[50 * MiB + 100:
+                                                 50 * MiB + 4196]
+    assert same_bytes(m.mnt, tree, "etc/small.conf")
+    assert same_bytes(m.mnt, tree, CONF % 5)   # again: listed once
+    assert same_bytes(m.mnt, tree, CONF % 9)
+    assert m.stop() == []
+    got = read_profile(prof)
+    names = [n for n, _ in got]
+    assert names == [CONF % 5, "large.bin", "etc/small.conf", CONF % 9]
+    # small files read whole: no ranges; the large one: what the kernel
+    # asked for, in whole blocks, around the bytes read
+    assert got[0][1] is None and got[2][1] is None
+    ranges = got[1][1]
+    assert ranges and len(ranges) <= 2
+    lo, hi = ranges[0][0], ranges[-1][1]
+    assert lo <= 50 * MiB + 100 and hi >= 50 * MiB + 4195, ranges
+    assert hi - lo < 4 * MiB, ranges
+    assert lo % (128 << 10) == 0, ranges
+
+
+def test_record_written_on_sigterm(nginx, big_image, mounts, tmp_path):
+    prof = str(tmp_path / "profile.txt")
+    m = mounts(nginx.url("img.sqfs"), ["record=" + prof])
+    assert same_bytes(m.mnt, big_image["tree"], CONF % 11)
+    m.proc.send_signal(signal.SIGTERM)
+    assert m.proc.wait(15) == 0
+    m.proc = None  # stopped here, not by the fixture
+    assert [n for n, _ in read_profile(prof)] == [CONF % 11]
+    assert "record %s: 1 files written" % prof in m.log()
+
+
+def test_record_refuses_unwritable_path(nginx, tmp_path):
+    mnt = str(tmp_path / "mnt")
+    os.makedirs(mnt)
+    r = subprocess.run([daemon(), "-f", "-o", "record=/nonexistent/dir/p",
+                        nginx.url("img.sqfs"), mnt], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode != 0
+    assert "record=/nonexistent/dir/p" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def write_profile(path, lines):
+    with open(path, "w") as f:
+        f.write("".join(line + "\n" for line in lines))
+    return path
+
+
+def test_prefetch_fetches_ahead_in_few_requests(nginx, big_image, mounts,
+                                                tmp_path):
+    """The profile's blocks arrive in a few large requests right after the
+    mount; reading the listed files afterwards costs no request."""
+    files = [CONF % i for i in range(40, 120)]
+    big = "large.bin\t%d-%d" % (20 * MiB, 24 * MiB - 1)
+    prof = write_profile(str(tmp_path / "p.txt"), files + [big])
+    nginx.clear_log()
+    m = mounts(nginx.url("img.sqfs"), ["prefetch=" + prof])
+    st = wait_prefetch_done(m.mnt)
+    assert st["prefetch_files"] == len(files) + 1
+    assert st["prefetch_missing"] == 0 and st["prefetch_failures"] == 0
+    # 4 MiB of large.bin are 32 blocks; the small files share fragment
+    # blocks: spans of at most 2 MiB, so a handful of requests
+    assert 2 <= st["prefetch_requests"] <= 8, st
+    assert st["prefetch_bytes"] >= 4 * MiB
+    before = st["http_requests"]
+    sizes = sorted(e["bytes"] for e in nginx.entries())
+    assert sizes[-1] >= 1 * MiB, sizes  # large ranges, not block by block
+    for rel in files:
+        assert same_bytes(m.mnt, big_image["tree"], rel), rel
+    # 3 of the 4 MiB: the kernel's readahead stays inside the range
+    with open(os.path.join(m.mnt, "large.bin"), "rb") as f:
+        f.seek(20 * MiB)
+        got = f.read(3 * MiB)
+    with open(os.path.join(big_image["tree"], "large.bin"), "rb") as f:
+        f.seek(20 * MiB)
+        assert got == f.read(3 * MiB)
+    after = stats(m.mnt)
+    assert after["http_requests"] == before, (before, after)
+    assert after["prefetch_hits"] >= 24
+    assert after["prefetch_hit_bytes"] >= 3 * MiB
+
+
+def test_prefetch_from_url(nginx, big_image, mounts, tmp_path):
+    name = "profile-%d.txt" % os.getpid()
+    path = os.path.join(big_image["www"], name)
+    write_profile(path, [CONF % 150, CONF % 151])
+    try:
+        m = mounts(nginx.url("img.sqfs"), ["prefetch=" + nginx.url(name)])
+        st = wait_prefetch_done(m.mnt)
+        assert st["prefetch_files"] == 2 and st["prefetch_requests"] >= 1
+        assert same_bytes(m.mnt, big_image["tree"], CONF % 150)
+    finally:
+        os.unlink(path)
+
+
+def test_stale_profile_is_one_warning(nginx, big_image, mounts, tmp_path):
+    prof = write_profile(str(tmp_path / "stale.txt"), [
+        "# recorded on another version of the image",
+        "etc/gone.conf",          # missing
+        "etc",                    # a directory
+        "etc/link",               # a symlink
+        "etc/conf.d/../x",        # unreadable line
+        CONF % 160,
+        "no/such/dir/file",
+    ])
+    m = mounts(nginx.url("img.sqfs"), ["prefetch=" + prof])
+    st = wait_prefetch_done(m.mnt)
+    assert st["prefetch_files"] == 1 and st["prefetch_missing"] == 4
+    assert same_bytes(m.mnt, big_image["tree"], CONF % 160)
+    warnings = [line for line in m.log().splitlines() if "prefetch" in line]
+    assert len(warnings) == 1, m.log()
+    assert "skipped 4 entries" in warnings[0]
+    assert "etc/gone.conf" in warnings[0]
+    assert "1 unreadable lines" in warnings[0]
+
+
+def test_empty_or_unusable_profile_mounts(nginx, big_image, mounts,
+                                          tmp_path):
+    empty = write_profile(str(tmp_path / "empty.txt"), [])
+    cases = [(empty, 0), (str(tmp_path / "absent.txt"), 1),
+             (str(tmp_path), 1), ("off", 0), ("auto", 0)]
+    for i, (value, nwarn) in enumerate(cases):
+        m = mounts(nginx.url("img.sqfs"), ["prefetch=" + value],
+                   name="u%d" % i)
+        assert same_bytes(m.mnt, big_image["tree"], "etc/small.conf")
+        st = stats(m.mnt)
+        assert st["prefetch_requests"] == 0 and st["prefetch_files"] == 0
+        warnings = [line for line in m.log().splitlines()
+                    if "prefetch" in line]
+        assert len(warnings) == nwarn, (value, m.log())
+
+
+def conf_profile(tmp_path, first, count):
+    return write_profile(str(tmp_path / "p%d.txt" % first),
+                         [CONF % i for i in range(first, first + count)])
+
+
+def small_tree_files(small_image):
+    return sorted(k for k, v in small_image["files"].items() if len(v) > 0)
+
+
+def test_failing_prefetch_never_fails_reads(fault_server, small_image,
+                                            mounts, tmp_path):
+    """Every prefetch request gets a 500: reads fetch for themselves."""
+    files = small_tree_files(small_image)[:6]
+    prof = write_profile(str(tmp_path / "p.txt"), files)
+    meta = inode_table_start(small_image["path"])
+    fault_server.set_fault("status", code=500, max_offset=meta)
+    m = mounts(fault_server.url("/small.sqfs"),
+               ["prefetch=" + prof, "retries=0"])
+    st = wait_prefetch_done(m.mnt)
+    assert st["prefetch_failures"] >= 1, st
+    fault_server.clear_fault()
+    for rel in files:
+        with open(os.path.join(m.mnt, rel), "rb") as f:
+            assert f.read() == small_image["files"][rel], rel
+    assert "Input/output error" not in m.log()
+
+
+def test_stalled_prefetch_delays_reads_at_most_a_timeout(
+        fault_server, small_image, mounts, tmp_path):
+    """Prefetch requests stall; a read that waits for one gets its bytes
+    once the prefetch gives up (timeout=), by fetching them itself."""
+    files = small_tree_files(small_image)[:3]
+    prof = write_profile(str(tmp_path / "p.txt"), files)
+    meta = inode_table_start(small_image["path"])
+    fault_server.set_fault("delay", seconds=30, max_offset=meta, count=3)
+    m = mounts(fault_server.url("/small.sqfs"),
+               ["prefetch=" + prof, "timeout=3"])
+    time.sleep(0.3)  # the prefetch requests are out and stalled
+    t0 = time.monotonic()
+    for rel in files:
+        with open(os.path.join(m.mnt, rel), "rb") as f:
+            assert f.read() == small_image["files"][rel], rel
+    assert time.monotonic() - t0 < 20
+
+
+def test_reads_racing_prefetch_get_right_bytes(nginx, big_image, mounts,
+                                               tmp_path):
+    """Eight readers start with the prefetch: every byte is right, and no
+    block is fetched twice (prefetch and reads share single flights)."""
+    files = [CONF % i for i in range(0, 200)]
+    prof = write_profile(str(tmp_path / "p.txt"), files +
+                         ["large.bin\t0-%d" % (16 * MiB - 1)])
+    m = mounts(nginx.url("img.sqfs"), ["prefetch=" + prof])
+    bad = []
+
+    def reader(k):
+        for rel in files[k::8]:
+            if not same_bytes(m.mnt, big_image["tree"], rel):
+                bad.append(rel)
+        with open(os.path.join(m.mnt, "large.bin"), "rb") as f:
+            f.seek(k * 2 * MiB)
+            got = f.read(2 * MiB)
+        with open(os.path.join(big_image["tree"], "large.bin"), "rb") as f:
+            f.seek(k * 2 * MiB)
+            if got != f.read(2 * MiB):
+                bad.append("large.bin@%d" % k)
+
+    threads = [threading.Thread(target=reader, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad, bad
+    st = wait_prefetch_done(m.mnt)
+    # what was fetched is the profile plus the metadata and the probe,
+    # not twice the profile
+    assert st["http_bytes"] < st["prefetch_planned_bytes"] * 1.25 + 2 * MiB, \
+        st

@@ -185,6 +185,9 @@ struct lsq_image_stats {
 	 * bytes fetched ahead, transfers running now */
 	uint64_t http_requests, http_bytes, http_retries, http_failures;
 	uint64_t http_memory_hits, http_readahead_bytes, http_in_flight;
+	/* round trip measured; latency windows fetched around random misses
+	 * and the reads they served besides their own */
+	uint64_t http_rtt_us, http_windows, http_window_hits;
 	/* the mount daemon's, 0 from lsq_image_get_stats(): ring threads
 	 * registered for FUSE over io_uring (0: requests come over
 	 * /dev/fuse) and requests they answered */

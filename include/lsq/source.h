@@ -195,6 +195,10 @@ struct lsq_http_stats {
 	uint64_t cache_hits;      /* reads served from pinned/readahead memory */
 	uint64_t readahead_bytes; /* bytes fetched beyond what was asked */
 	uint64_t in_flight;       /* transfers running now */
+	uint64_t rtt_us;          /* round trip measured (min, recent) */
+	uint64_t windows;         /* latency windows fetched around misses */
+	uint64_t window_hits;     /* reads served by a window they did not
+				   * fetch */
 };
 
 void lsq_http_options_default(struct lsq_http_options *opt);

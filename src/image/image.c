@@ -402,6 +402,9 @@ void lsq_image_get_stats(const struct lsq_image *img,
 		out->http_memory_hits = hs.cache_hits;
 		out->http_readahead_bytes = hs.readahead_bytes;
 		out->http_in_flight = hs.in_flight;
+		out->http_rtt_us = hs.rtt_us;
+		out->http_windows = hs.windows;
+		out->http_window_hits = hs.window_hits;
 	}
 }
 

@@ -155,6 +155,7 @@ int lsq_source_http_get_stats(const struct lsq_source *src,
 #include <curl/curl.h>
 
 #include "source/curl_lazy.h"
+#include "source/latency_window.h"
 
 /* Limits and policy constants, documented in docs/http-source.md. */
 #define LSQ_HTTP_RA_FACTOR 8u          /* readahead cache = 8 x readahead */
@@ -203,6 +204,7 @@ struct chunk {
 	bool ready;
 	bool pinned;
 	bool prefetch; /* loaded by a prefetch worker */
+	bool window;   /* a latency window around a random miss */
 	bool dead;    /* unlinked; freed by the last ref */
 	struct chunk *qnext;  /* in the prefetch queue */
 };
@@ -247,7 +249,9 @@ struct http_source {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct chunk *chunks;
-	uint64_t ra_bytes;         /* bytes of unpinned chunks */
+	uint64_t ra_bytes;         /* bytes of readahead chunks */
+	uint64_t win_bytes;        /* bytes of latency window chunks */
+	uint64_t win_limit;
 	uint64_t ra_limit;
 	struct stream streams[LSQ_HTTP_STREAMS];
 	uint64_t need_run;         /* exact run confirming a new stream */
@@ -269,6 +273,9 @@ struct http_source {
 	bool engine_started, eng_stop;
 	atomic_bool engine_on;
 	bool multiplexing;      /* a probe answered over HTTP/2 or later */
+
+	/* windows around random misses, sized from measured round trips */
+	struct lsq_latency_window win;
 
 	atomic_bool changed;
 	atomic_uint_least64_t not_before_ns;  /* Retry-After, CLOCK_MONOTONIC */
@@ -895,6 +902,21 @@ static bool answered_multiplexed(CURL *curl)
 #endif
 }
 
+/* Round trip (request sent to first byte) and body throughput of a
+ * transfer that just succeeded, for the latency windows. */
+static void sample_timing(struct http_source *hs, CURL *curl, size_t bytes)
+{
+	curl_off_t pre = 0, first = 0, total = 0;
+
+	if (curl_easy_getinfo(curl, CURLINFO_PRETRANSFER_TIME_T, &pre) ||
+	    curl_easy_getinfo(curl, CURLINFO_STARTTRANSFER_TIME_T, &first) ||
+	    curl_easy_getinfo(curl, CURLINFO_TOTAL_TIME_T, &total) ||
+	    first < pre || total < first)
+		return;
+	lsq_latency_window_sample(&hs->win, (uint64_t)(first - pre) * 1000u,
+				  bytes, (uint64_t)(total - first) * 1000u);
+}
+
 /* One GET of [x->off, x->off + x->want) from mirror m into x->buf. */
 static void transfer(struct xfer *x, const struct curl_slist *headers)
 {
@@ -925,6 +947,8 @@ static void transfer(struct xfer *x, const struct curl_slist *headers)
 	atomic_fetch_sub_explicit(&hs->in_flight, 1, memory_order_relaxed);
 	if (x->probe)  /* only the probe's answer decides on the engine */
 		x->multiplexed = answered_multiplexed(h->curl);
+	if (rc == CURLE_OK && x->verdict == V_OK && x->got == x->want)
+		sample_timing(hs, h->curl, x->got);
 
 	if (rc == CURLE_OK) {
 		if (!x->final_seen)
@@ -1083,7 +1107,9 @@ static void chunk_unlink(struct http_source *hs, struct chunk *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	c->prev = c->next = NULL;
-	if (!c->pinned)
+	if (c->window)
+		hs->win_bytes -= c->len;
+	else if (!c->pinned)
 		hs->ra_bytes -= c->len;
 	c->dead = true;
 }
@@ -1140,30 +1166,40 @@ static uint64_t trim_to_next_chunk(struct http_source *hs, uint64_t end,
  * chunks in flight or kept hold it. keep (may be NULL): a stream whose
  * loaded-but-unread bytes, [end, fetched_to), must stay: evicting them to
  * fetch further ahead would fetch them twice. */
-static bool make_room(struct http_source *hs, uint64_t need,
-		      const struct stream *keep)
+static bool make_room_of(struct http_source *hs, uint64_t need,
+			 const struct stream *keep, bool window)
 {
 	struct chunk *c = hs->chunks, *tail = NULL;
+	uint64_t *used = window ? &hs->win_bytes : &hs->ra_bytes;
+	uint64_t limit = window ? hs->win_limit : hs->ra_limit;
 
-	if (need > hs->ra_limit)
+	if (need > limit)
 		return false;
 	while (c) {
 		tail = c;
 		c = c->next;
 	}
-	while (hs->ra_bytes + need > hs->ra_limit && tail) {
+	while (*used + need > limit && tail) {
 		struct chunk *prev = tail->prev;
 		bool kept = keep && tail->off < keep->fetched_to &&
 			    tail->off + tail->len > keep->end;
 
-		if (!tail->pinned && tail->ready && !kept) {
+		if (!tail->pinned && tail->window == window && tail->ready &&
+		    !kept) {
 			chunk_unlink(hs, tail);
 			if (tail->refs == 0)
 				chunk_free(tail);
 		}
 		tail = prev;
 	}
-	return hs->ra_bytes + need <= hs->ra_limit;
+	return *used + need <= limit;
+}
+
+/* Room in the readahead memory (windows have their own). */
+static bool make_room(struct http_source *hs, uint64_t need,
+		      const struct stream *keep)
+{
+	return make_room_of(hs, need, keep, false);
 }
 
 static struct chunk *chunk_new(struct http_source *hs, uint64_t off,
@@ -1451,7 +1487,10 @@ static void note_hit(struct http_source *hs, struct chunk *c, uint64_t offset,
 		/* LRU: move to the front */
 		chunk_unlink(hs, c);
 		c->dead = false;
-		hs->ra_bytes += c->len;
+		if (c->window)
+			hs->win_bytes += c->len;
+		else
+			hs->ra_bytes += c->len;
 		chunk_link_front(hs, c);
 	}
 	if (c->pinned || !hs->opt.readahead)
@@ -1466,6 +1505,43 @@ static void note_hit(struct http_source *hs, struct chunk *c, uint64_t offset,
 		reach_further(hs, s);
 	if (start_prefetchers(hs))
 		schedule_ahead(hs, s);
+}
+
+/* A random miss over a long round trip (hs->mu held): the loading chunk
+ * of the aligned window around it (latency_window.h), trimmed so as not
+ * to fetch bytes other chunks hold, with *ra the bytes beyond the read;
+ * NULL when no window is due or there is no room. */
+static struct chunk *window_chunk(struct http_source *hs, uint64_t offset,
+				  size_t len, uint64_t *ra)
+{
+	uint64_t w = lsq_latency_window_size(&hs->win);
+	uint64_t lo, hi, end = offset + len;
+	struct chunk *c;
+
+	if (!w || lsq_source_speculative())
+		return NULL;
+	lo = offset & ~(w - 1);
+	hi = lo + w > end ? lo + w : end;
+	if (hi > hs->base.size)
+		hi = hs->base.size;
+	for (c = hs->chunks; c; c = c->next) {
+		if (c->off + c->len <= offset && c->off + c->len > lo)
+			lo = c->off + c->len;
+		if (c->off >= end && c->off < hi)
+			hi = c->off;
+	}
+	if (hi - lo <= len || !make_room_of(hs, hi - lo, NULL, true))
+		return NULL;
+	c = chunk_new(hs, lo, (size_t)(hi - lo), false);
+	if (!c)
+		return NULL;
+	hs->ra_bytes -= c->len;  /* chunk_new charged the readahead memory */
+	hs->win_bytes += c->len;
+	c->refs = 1;
+	c->window = true;
+	*ra = hi - lo - len;
+	lsq_latency_window_fetched(&hs->win);
+	return c;
 }
 
 static int http_read_at(struct lsq_source *src, void *buf, size_t len,
@@ -1486,6 +1562,8 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 
 		c = find_cover(hs, offset, len);
 		if (c && c->ready) {
+			if (c->window)
+				lsq_latency_window_hit(&hs->win);
 			note_hit(hs, c, offset, len, waited);
 			pthread_mutex_unlock(&hs->mu);
 			memcpy(buf, c->data + (offset - c->off), len);
@@ -1555,6 +1633,8 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 		if (s && start_prefetchers(hs))
 			schedule_ahead(hs, s);
 	}
+	if (!c)
+		c = window_chunk(hs, offset, len, &ra);
 	if (!c) {
 		pthread_mutex_unlock(&hs->mu);
 		return fetch(hs, buf, len, offset, false);
@@ -1689,6 +1769,9 @@ int lsq_source_http_get_stats(const struct lsq_source *src,
 	out->cache_hits = atomic_load(&hs->cache_hits);
 	out->readahead_bytes = atomic_load(&hs->readahead_bytes);
 	out->in_flight = atomic_load(&hs->in_flight);
+	out->rtt_us = atomic_load(&hs->win.rtt_ns) / 1000u;
+	out->windows = atomic_load(&hs->win.windows);
+	out->window_hits = atomic_load(&hs->win.hits);
 	return LSQ_OK;
 }
 
@@ -1976,6 +2059,10 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 	hs->ra_limit = opt->readahead * LSQ_HTTP_RA_FACTOR;
 	if (hs->ra_limit < LSQ_HTTP_RA_MIN_CACHE)
 		hs->ra_limit = LSQ_HTTP_RA_MIN_CACHE;
+	/* windows up to 2 x readahead, 16 of them kept: a program start
+	 * comes back to the regions it read first */
+	lsq_latency_window_init(&hs->win, 2 * opt->readahead);
+	hs->win_limit = 16 * hs->win.max;
 	atomic_init(&hs->seed, (uint64_t)time(NULL) ^ (uint64_t)getpid() << 32);
 	pthread_mutex_init(&hs->pool_mu, NULL);
 	pthread_cond_init(&hs->pool_cv, NULL);

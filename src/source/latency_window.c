@@ -55,9 +55,15 @@ void lsq_latency_window_sample(struct lsq_latency_window *w, uint64_t rtt_ns,
 	unsigned n;
 
 	if (rtt_ns) {
+		uint64_t cur = atomic_load_explicit(&w->rtt_ns, R);
+
 		store_min(&w->epoch_rtt_ns, rtt_ns);
-		if (atomic_load_explicit(&w->rtt_ns, R) == 0)
-			atomic_store_explicit(&w->rtt_ns, rtt_ns, R);
+		/* a smaller round trip counts at once (the first samples of a
+		 * mount include a cold server's own delays); 0 is none yet */
+		while ((cur == 0 || rtt_ns < cur) &&
+		       !atomic_compare_exchange_weak_explicit(&w->rtt_ns, &cur,
+							      rtt_ns, R, R))
+			;
 	}
 	if (bytes >= MIN_TIMED_BODY && body_ns)
 		store_max(&w->epoch_bps, bytes * 1000000000u / body_ns);

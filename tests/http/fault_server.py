@@ -7,6 +7,7 @@ that match it:
 
     server.set_fault("status", code=503, retry_after=1, count=2)
     server.set_fault("delay", seconds=5)          # before the body
+    server.set_fault("latency", seconds=0.02)     # before the answer
     server.set_fault("reset")                     # RST after half the body
     server.set_fault("short")                     # half the body, then close
     server.set_fault("ignore_range")              # 200 with the whole body
@@ -163,6 +164,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
         fault = self._take_fault(start) if self.command == "GET" else None
         kind = fault.kind if fault else None
+        if kind == "latency":  # a round trip: nothing arrives before it
+            time.sleep(fault.kw.get("seconds", 0.02))
         if kind == "status":
             hdrs = []
             if fault.kw.get("retry_after") is not None:

@@ -280,3 +280,36 @@ def test_reads_racing_prefetch_get_right_bytes(nginx, big_image, mounts,
     # not twice the profile
     assert st["http_bytes"] < st["prefetch_planned_bytes"] * 1.25 + 2 * MiB, \
         st
+
+
+def first_bytes_of_files(m, small_image, names, n=4096):
+    for rel in names:
+        with open(os.path.join(m.mnt, rel), "rb") as f:
+            assert f.read(n) == small_image["files"][rel][:n], rel
+
+
+def test_latency_windows_cut_round_trips(fault_server, small_image, mounts):
+    """Behind a 30 ms round trip, the start of twelve files packed next to
+    each other costs a few window requests, not one request per file;
+    every byte is right."""
+    names = ["f%02d.bin" % i for i in range(12)]
+    fault_server.set_fault("latency", seconds=0.03, min_offset=0)
+    m = mounts(fault_server.url("/small.sqfs"))
+    first_bytes_of_files(m, small_image, names)
+    st = stats(m.mnt)
+    assert st["http_rtt_us"] >= 25000, st
+    assert st["http_windows"] >= 1 and st["http_window_hits"] >= 4, st
+    data_requests = st["http_requests"] - 2   # the probe and the metadata
+    assert data_requests <= 6, st
+
+
+def test_no_latency_windows_on_loopback(fault_server, small_image, mounts):
+    """The same reads without added latency: no window, one request per
+    file start, as before windows existed."""
+    names = ["f%02d.bin" % i for i in range(12)]
+    m = mounts(fault_server.url("/small.sqfs"))
+    first_bytes_of_files(m, small_image, names)
+    st = stats(m.mnt)
+    assert st["http_rtt_us"] < 2000, st
+    assert st["http_windows"] == 0, st
+    assert st["http_requests"] - 2 >= len(names), st

@@ -572,7 +572,7 @@ static int shard_init(struct shard *s)
 	s->lru.prev = &s->lru;
 	s->bytes = 0;
 	s->nblocks = 0;
-	s->hits = s->misses = s->evictions = s->waits = 0;
+	s->hits = s->misses = s->evictions = s->waits = s->reserved = 0;
 	return LSQ_OK;
 }
 

@@ -375,12 +375,13 @@ int lsq_image_prefetch(struct lsq_image *img, const char *text, size_t len,
 	pf->workers = opt->workers < 1 ? 1 :
 		      opt->workers > MAX_WORKERS ? MAX_WORKERS : opt->workers;
 	pf->budget = opt->budget_bytes;
-	/* threads[0] is the planner, which starts the others */
+	/* threads[0] is the planner, which starts (and counts) the others */
+	pf->nthreads = 1;
 	if (pthread_create(&pf->threads[0], NULL, planner, pf) != 0) {
+		pf->nthreads = 0;
 		lsq_prefetch_destroy(pf);
 		return LSQ_ERR_NOMEM;
 	}
-	pf->nthreads = 1;
 	img->prefetch = pf;
 	return LSQ_OK;
 }

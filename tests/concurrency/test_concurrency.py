@@ -211,7 +211,7 @@ def transport(request):
 
 @pytest.mark.parametrize("transport", ["dev_fuse", "io_uring"],
                          indirect=True)
-@pytest.mark.parametrize("via", ["file", "http"])
+@pytest.mark.parametrize("via", ["file", "http", "http-prefetch"])
 def test_parallel_overlapping_reads(image, request, tmp_path, monkeypatch,
                                     via, transport):
     prefix = tsan_env(tmp_path, monkeypatch)
@@ -221,8 +221,15 @@ def test_parallel_overlapping_reads(image, request, tmp_path, monkeypatch,
             "fragment_cache=2"]
     if transport == "io_uring":
         opts.append("io_uring")
-    if via == "http":
+    if via.startswith("http"):
         src = request.getfixturevalue("nginx").url(src)
+    if via == "http-prefetch":
+        # the prefetch (src/image/prefetch.c) races the readers for every
+        # block: its reservations and their fetches share single flights
+        prof = tmp_path / "profile.txt"
+        prof.write_text("".join(name + "\n"
+                                for name in reversed(list(image["files"]))))
+        opts.append("prefetch=%s" % prof)
     mnt = str(tmp_path / "mnt")
     m = util.FuseMount(src, mnt, str(tmp_path / "daemon.log"), opts=opts)
     m.start()
@@ -237,6 +244,10 @@ def test_parallel_overlapping_reads(image, request, tmp_path, monkeypatch,
         errors, n = hammer(mnt, image["files"], 1 if via == "file" else 2)
         if transport == "io_uring":
             assert util.daemon_stats(mnt)["fuse_ring_requests"] > 100
+        if via == "http-prefetch":
+            st = util.daemon_stats(mnt)
+            assert st["prefetch_files"] == len(image["files"]), st
+            assert st["prefetch_requests"] > 0, st
         # a second round with a cold kernel page cache: drop it for us
         for name in list(image["files"])[:8]:
             fd = os.open(os.path.join(mnt, name), os.O_RDONLY)

@@ -418,6 +418,11 @@ void lsq_prefetch_add_stats(const struct lsq_prefetch *pf,
 
 int lsq_image_stored_profile(struct lsq_image *img, char **text, size_t *len)
 {
+	/* Around the caching layer: it keys ranges by offset, and on an
+	 * image without a record this offset is the first data block's,
+	 * which a 16-byte entry would shadow. Remote sources hold these
+	 * bytes from their probe anyway. */
+	struct lsq_source *src = (struct lsq_source *)lsq_source_unwrap(img->src);
 	uint64_t at = lsq_profile_record_offset(img->comp_opts_block);
 	uint8_t h[LSQ_PROFILE_RECORD_HEADER];
 	uint32_t n, crc;
@@ -426,7 +431,7 @@ int lsq_image_stored_profile(struct lsq_image *img, char **text, size_t *len)
 
 	if (at + LSQ_PROFILE_RECORD_HEADER > img->sb.inode_table_start)
 		return LSQ_ERR_NOT_FOUND;
-	ret = lsq_source_read_at(img->src, h, sizeof(h), at);
+	ret = lsq_source_read_at(src, h, sizeof(h), at);
 	if (ret)
 		return ret;
 	ret = lsq_profile_record_decode(h, &n, &crc);
@@ -437,8 +442,7 @@ int lsq_image_stored_profile(struct lsq_image *img, char **text, size_t *len)
 	buf = malloc(n ? n : 1);
 	if (!buf)
 		return LSQ_ERR_NOMEM;
-	ret = lsq_source_read_at(img->src, buf, n,
-				 at + LSQ_PROFILE_RECORD_HEADER);
+	ret = lsq_source_read_at(src, buf, n, at + LSQ_PROFILE_RECORD_HEADER);
 	if (!ret && !lsq_profile_record_check(buf, n, crc))
 		ret = LSQ_ERR_CORRUPT;
 	if (ret) {

@@ -261,7 +261,9 @@ int lsq_source_cache_prefetch(struct lsq_source *src,
 		if (ext[i].offset + ext[i].len > hi)
 			hi = ext[i].offset + ext[i].len;
 	}
-	buf = malloc((size_t)(hi - lo));
+	/* the caller keeps spans short; this bounds a mistake */
+	buf = hi - lo <= 16 * CACHE_MAX_RANGE ? malloc((size_t)(hi - lo))
+					      : NULL;
 	if (!buf) {
 		ret = LSQ_ERR_NOMEM;
 	} else {

@@ -1518,7 +1518,7 @@ static struct chunk *window_chunk(struct http_source *hs, uint64_t offset,
 	uint64_t lo, hi, end = offset + len;
 	struct chunk *c;
 
-	if (!w || lsq_source_speculative())
+	if (!w)
 		return NULL;
 	lo = offset & ~(w - 1);
 	hi = lo + w > end ? lo + w : end;

@@ -8,7 +8,7 @@
  * chain of such round trips (find waits for each readdir), and on a
  * virtual machine those cross-CPU wakeups cost tens of microseconds each:
  * `find -type f` over 155k entries spent 2.4 s where the same walk with a
- * polling reader takes 1.5 s (docs/architecture.md has the figures).
+ * polling reader takes 1.5 s (docs/decisions.md has the figures).
  *
  * Here exactly one thread, the leader, reads /dev/fuse, non-blocking. When
  * the queue is empty it spins for a while before it sleeps in poll(), so a

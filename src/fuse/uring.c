@@ -57,9 +57,8 @@
  * request until the rings are up, and registration works without it.
  * At unmount the kernel ends every pending fetch with -ENOTCONN.
  *
- *
  * On by default (-o io_uring=off to stay on /dev/fuse); used only where
- * root has switched the kernel's support on. docs/architecture.md has the
+ * root has switched the kernel's support on. docs/decisions.md has the
  * figures and what was tried.
  */
 

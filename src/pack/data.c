@@ -623,6 +623,24 @@ static int add_from_path(struct pk_bp *bp, struct pk_node *node)
 	return ret;
 }
 
+int pk_bp_add_node(struct pk_bp *bp, struct pk_node *node)
+{
+	int ret;
+
+	if (node->ino->skipped || !S_ISREG(node->ino->mode) ||
+	    node->ino->data_done)
+		return LSQ_OK;
+	ret = add_from_path(bp, node);
+	bp->ctx->files_done++;
+	pk_progress(bp->ctx, false);
+	return ret;
+}
+
+int pk_bp_flush_fragments(struct pk_bp *bp)
+{
+	return flush_frag(bp);
+}
+
 int pk_bp_add_tree(struct pk_bp *bp, struct pk_node *node)
 {
 	for (size_t i = 0; i < node->nchildren; i++) {
@@ -631,10 +649,8 @@ int pk_bp_add_tree(struct pk_bp *bp, struct pk_node *node)
 
 		if (c->ino->skipped)
 			continue;
-		if (S_ISREG(c->ino->mode) && !c->ino->data_done) {
-			ret = add_from_path(bp, c);
-			bp->ctx->files_done++;
-			pk_progress(bp->ctx, false);
+		if (S_ISREG(c->ino->mode)) {
+			ret = pk_bp_add_node(bp, c);
 		} else if (S_ISDIR(c->ino->mode)) {
 			ret = pk_bp_add_tree(bp, c);
 		}

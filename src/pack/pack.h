@@ -45,6 +45,7 @@ struct pk_opts {
 	bool quiet;
 	bool skip_unreadable; /* warn and leave out what cannot be read */
 	bool tar;             /* SOURCE is a tar archive ("-" = stdin) */
+	const char *order;    /* --order PROFILE, or NULL */
 	bool have_mtime;      /* --mtime: every time becomes mtime */
 	uint32_t mtime;
 	bool have_clamp;      /* SOURCE_DATE_EPOCH: times clamped to it */
@@ -201,12 +202,36 @@ int pk_bp_add_tree(struct pk_bp *bp, struct pk_node *node);
  * is taken back, and the result is LSQ_OK. */
 int pk_bp_add_file(struct pk_bp *bp, struct pk_inode *f, const char *path,
 		   struct pk_reader *r);
+/* One regular file node of the tree, read from its path, unless its data
+ * is already placed (a hardlink) or it was left out. */
+int pk_bp_add_node(struct pk_bp *bp, struct pk_node *node);
+/* Close the fragment block being filled: the next tail starts a new one. */
+int pk_bp_flush_fragments(struct pk_bp *bp);
 /* Write the last fragment block and everything still in flight. */
 int pk_bp_finish(struct pk_bp *bp);
 void pk_bp_destroy(struct pk_bp *bp);
 
 int pk_pwrite_all(struct pk_ctx *ctx, const void *buf, size_t len,
 		  uint64_t off);
+
+/* order.c: --order PROFILE (docs/packer-determinism.md, "--order"). */
+struct pk_order {
+	struct pk_node **nodes; /* the listed regular files, in list order */
+	size_t count;
+	char *text;             /* the profile of those, to store */
+	size_t len;
+};
+/* Read and resolve the profile against the scanned tree; one warning for
+ * what is skipped. */
+int pk_order_prepare(struct pk_ctx *ctx, const char *path,
+		     struct pk_order *ord);
+/* Store the profile after the superblock (and compressor options block of
+ * comp_opts_block bytes) and move ctx->pos past it. */
+int pk_order_write_record(struct pk_ctx *ctx, const struct pk_order *ord,
+			  uint64_t comp_opts_block);
+/* The listed files' data and tails, then the fragment block is closed. */
+int pk_order_add_files(struct pk_bp *bp, const struct pk_order *ord);
+void pk_order_fini(struct pk_order *ord);
 
 /* tar.c: read the archive at ctx->opt->source ("-": stdin) into the tree
  * and its file data into bp. */

@@ -11,7 +11,7 @@ import subprocess
 import threading
 import time
 
-from conftest import daemon
+from conftest import Nginx, daemon
 from test_cache import stats
 
 MiB = 1 << 20
@@ -313,3 +313,50 @@ def test_no_latency_windows_on_loopback(fault_server, small_image, mounts):
     assert st["http_rtt_us"] < 2000, st
     assert st["http_windows"] == 0, st
     assert st["http_requests"] - 2 >= len(names), st
+
+
+def test_record_pack_order_mount_cycle(small_image, mounts, tmp_path):
+    """record -> sqfs-lazy-pack --order -> plain mount: the profile lists
+    the files read, in order; the packed image carries it, and a mount with
+    no option fetches their region in a few large requests before they are
+    read, after which reading them costs no request."""
+    www = tmp_path / "www"
+    www.mkdir()
+    os.link(small_image["path"], www / "orig.sqfs")
+    ng = Nginx(str(tmp_path), str(www)).start()
+    try:
+        order = ["d/small.txt", "f05.bin", "f17.bin", "f02.bin"]
+        prof = str(tmp_path / "start.prof")
+        m = mounts(ng.url("orig.sqfs"), ["record=" + prof])
+        for rel in order:
+            with open(os.path.join(m.mnt, rel), "rb") as f:
+                assert f.read() == small_image["files"][rel]
+        assert m.stop() == []
+        assert [n for n, _ in read_profile(prof)] == order
+
+        packer = os.path.join(os.environ["LSQ_BUILD_DIR"], "src", "pack",
+                              "sqfs-lazy-pack")
+        r = subprocess.run([packer, "-q", "-c", "zstd", "-l", "3", "-b",
+                            "64K", "--order", prof, small_image["tree"],
+                            str(www / "ordered.sqfs")],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+
+        ng.clear_log()
+        m = mounts(ng.url("ordered.sqfs"))
+        st = wait_prefetch_done(m.mnt)
+        assert st["prefetch_files"] == len(order), st
+        listed = sum(len(small_image["files"][rel]) for rel in order)
+        big = [e for e in ng.entries() if e["bytes"] >= 512 * 1024]
+        # probe, metadata, and the region in at most a few requests
+        assert len(ng.entries()) <= 2 + 4, ng.entries()
+        assert sum(e["bytes"] for e in big) >= listed // 2, ng.entries()
+        before = stats(m.mnt)["http_requests"]
+        for rel in order:
+            with open(os.path.join(m.mnt, rel), "rb") as f:
+                assert f.read() == small_image["files"][rel], rel
+        after = stats(m.mnt)
+        assert after["http_requests"] == before, (before, after)
+        assert after["prefetch_hits"] > 0
+    finally:
+        ng.stop()

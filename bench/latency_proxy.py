@@ -2,6 +2,7 @@
 """TCP proxy that adds latency to every request, for bench/http.sh.
 
   latency_proxy.py --target HOST:PORT --delay-ms N [--port-file PATH]
+                   [--rate-mbit R] [--handshake]
                    [--max-seconds S] [--parent-pid PID]
 
 Listens on 127.0.0.1 on a free port (written to --port-file once it
@@ -12,7 +13,11 @@ behind each other's delays (a chunk that arrives 1 ms after another leaves
 1 ms after it). So each HTTP request, on a new or a kept-alive connection,
 reaches the server N ms late, and the answer comes back at full speed: a
 round trip costs N ms more, whatever the number of connections in flight.
-Server -> client is forwarded at once.
+Server -> client is forwarded at once, or, with --rate-mbit R, through one
+link of R Mbit/s shared by every connection (a token bucket with 5 ms of
+burst), as a capped WAN link. With --handshake a new connection waits one
+more delay before its first byte is forwarded, as a TCP handshake over
+the WAN would (without it, connecting is free: the proxy is on loopback).
 
 The proxy stops by itself on SIGTERM or SIGINT, after --max-seconds
 (default 3600), or once --parent-pid no longer exists (checked every
@@ -70,12 +75,34 @@ async def pump_delayed(reader, writer, delay):
             pass
 
 
+class Link:
+    """The capped server -> client link shared by all connections."""
+    BURST = 0.005
+
+    def __init__(self, rate_bytes):
+        self.rate = rate_bytes
+        self.busy_until = 0.0
+
+    async def send(self, n):
+        if not self.rate:
+            return
+        now = asyncio.get_running_loop().time()
+        self.busy_until = max(self.busy_until, now - self.BURST) + \
+            n / self.rate
+        if self.busy_until > now:
+            await asyncio.sleep(self.busy_until - now)
+
+
+link = Link(0)
+
+
 async def pump(reader, writer):
-    """server -> client, at once."""
+    """server -> client, at once or through the capped link."""
     while True:
         data = await reader.read(CHUNK)
         if not data:
             break
+        await link.send(len(data))
         writer.write(data)
         await writer.drain()
         stats["down_bytes"] += len(data)
@@ -83,8 +110,10 @@ async def pump(reader, writer):
         writer.write_eof()
 
 
-async def handle(creader, cwriter, target, delay):
+async def handle(creader, cwriter, target, delay, handshake):
     stats["connections"] += 1
+    if handshake:
+        await asyncio.sleep(delay)
     try:
         sreader, swriter = await asyncio.open_connection(*target)
     except OSError:
@@ -116,13 +145,15 @@ async def main_async(args):
     host, _, port = args.target.rpartition(":")
     target = (host or "127.0.0.1", int(port))
     delay = args.delay_ms / 1000.0
+    link.rate = args.rate_mbit * 1e6 / 8
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(sig, stop.set)
 
     server = await asyncio.start_server(
-        lambda r, w: handle(r, w, target, delay), "127.0.0.1", args.port)
+        lambda r, w: handle(r, w, target, delay, args.handshake),
+        "127.0.0.1", args.port)
     port = server.sockets[0].getsockname()[1]
     if args.port_file:
         tmp = args.port_file + ".tmp"
@@ -161,6 +192,11 @@ def main():
     ap.add_argument("--target", required=True, help="HOST:PORT to forward to")
     ap.add_argument("--delay-ms", type=float, required=True,
                     help="delay of each client -> server chunk, ms")
+    ap.add_argument("--rate-mbit", type=float, default=0,
+                    help="cap server -> client at this many Mbit/s, "
+                    "shared by all connections (default: no cap)")
+    ap.add_argument("--handshake", action="store_true",
+                    help="a new connection costs one more delay")
     ap.add_argument("--port", type=int, default=0,
                     help="port to listen on (default: a free one)")
     ap.add_argument("--port-file", help="write the port here once listening")

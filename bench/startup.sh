@@ -62,6 +62,7 @@ run=$results/$(date -u +%Y%m%dT%H%M%SZ)-startup
 mkdir -p "$run/raw" "$work/mnt" "$work/nginx/www"
 exec 9>"$work/lock"
 flock -n 9 || die "another run uses $work"
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 tsv=$run/raw/runs.tsv
 printf 'row\trtt_ms\trep\tseconds\trequests\tbytes\tstats\n' >"$tsv"
 mnt=$work/mnt
@@ -243,7 +244,8 @@ if has_row seq; then
 fi
 
 {
-	meta_common "$repo"
+	meta_common "$repo" | grep -v '^loadavg_start'
+	printf 'loadavg_start\t%s\n' "$load_start"
 	printf 'cmdline\t%s\n' "$cmdline"
 	printf 'build\t%s\n' "$build"
 	printf 'rate_mbit\t%s\n' "$rate"

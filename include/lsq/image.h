@@ -197,6 +197,9 @@ struct lsq_image_stats {
 	 * made, bytes fetched, failed requests, blocks stored, and reads
 	 * served by a prefetched block (count, bytes) */
 	uint64_t prefetch_files, prefetch_missing, prefetch_planned_bytes;
+	/* spans planned, and spans done (fetched, failed, or found cached):
+	 * equal once the prefetch is over */
+	uint64_t prefetch_spans, prefetch_spans_done;
 	uint64_t prefetch_requests, prefetch_bytes, prefetch_failures,
 		prefetch_blocks, prefetch_hits, prefetch_hit_bytes;
 };

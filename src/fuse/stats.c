@@ -53,6 +53,8 @@ static const struct {
 	C(prefetch_files),
 	C(prefetch_missing),
 	C(prefetch_planned_bytes),
+	C(prefetch_spans),
+	C(prefetch_spans_done),
 	C(prefetch_requests),
 	C(prefetch_bytes),
 	C(prefetch_failures),

@@ -86,7 +86,8 @@ struct lsq_prefetch {
 	uint64_t planned;
 	uint32_t cur_entry;
 
-	atomic_uint_least64_t files, missing, planned_bytes;
+	atomic_uint_least64_t files, missing, planned_bytes, nspans_planned,
+		spans_done;
 };
 
 /* ---- planning ---- */
@@ -285,6 +286,7 @@ static void plan(struct lsq_prefetch *pf)
 	atomic_store(&pf->planned_bytes, pf->planned);
 	if (make_spans(pf) != LSQ_OK)
 		pf->nspans = 0;
+	atomic_store(&pf->nspans_planned, pf->nspans);
 	lsq_debug("prefetch %s: %llu files, %zu blocks, %llu bytes in %zu requests",
 		  pf->name, (unsigned long long)files, pf->nunits,
 		  (unsigned long long)pf->planned, pf->nspans);
@@ -323,6 +325,7 @@ static void fetch_spans(struct lsq_prefetch *pf)
 			lsq_source_cache_prefetch(pf->img->src, ext, n);
 			done += n;
 		}
+		atomic_fetch_add(&pf->spans_done, 1);
 	}
 }
 
@@ -412,6 +415,8 @@ void lsq_prefetch_add_stats(const struct lsq_prefetch *pf,
 	out->prefetch_files = atomic_load(&pf->files);
 	out->prefetch_missing = atomic_load(&pf->missing);
 	out->prefetch_planned_bytes = atomic_load(&pf->planned_bytes);
+	out->prefetch_spans = atomic_load(&pf->nspans_planned);
+	out->prefetch_spans_done = atomic_load(&pf->spans_done);
 }
 
 /* ---- the profile stored in the image ---- */

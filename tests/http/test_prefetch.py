@@ -36,14 +36,15 @@ def read_profile(path):
 
 
 def wait_prefetch_done(mnt, timeout=30):
-    """Counters once every planned byte was fetched or failed."""
+    """Counters once every planned span was fetched, failed or found
+    cached."""
     deadline = time.monotonic() + timeout
     while True:
         st = stats(mnt)
-        done = st["prefetch_bytes"] >= st["prefetch_planned_bytes"]
-        if (st["prefetch_planned_bytes"] and done) or \
-                st["prefetch_failures"] or time.monotonic() > deadline:
+        if st["prefetch_spans"] and \
+                st["prefetch_spans_done"] == st["prefetch_spans"]:
             return st
+        assert time.monotonic() < deadline, ("prefetch not over", st)
         time.sleep(0.05)
 
 

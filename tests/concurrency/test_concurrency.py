@@ -230,6 +230,8 @@ def test_parallel_overlapping_reads(image, request, tmp_path, monkeypatch,
         prof.write_text("".join(name + "\n"
                                 for name in reversed(list(image["files"]))))
         opts.append("prefetch=%s" % prof)
+        # and the recorder (src/fuse/recorder.c) takes every read
+        opts.append("record=%s" % (tmp_path / "recorded.txt"))
     mnt = str(tmp_path / "mnt")
     m = util.FuseMount(src, mnt, str(tmp_path / "daemon.log"), opts=opts)
     m.start()
@@ -272,4 +274,13 @@ def test_parallel_overlapping_reads(image, request, tmp_path, monkeypatch,
     assert m.exit_status == 0, m.log()[-3000:]
     assert "Sanitizer" not in m.log(), m.log()[-3000:]
     assert n == 2 * THREADS * READS_PER_THREAD
+    if via == "http-prefetch":
+        recorded = [ln.split("\t")[0] for ln in
+                    (tmp_path / "recorded.txt").read_text().splitlines()
+                    if not ln.startswith("#")]
+        assert sorted(recorded) == sorted(set(recorded))
+        assert set(recorded) <= set(image["files"])
+        # the six hot files are read hundreds of times each
+        hot = set(sorted(image["files"])[:6])
+        assert len(hot & set(recorded)) >= 5, recorded
     print("%s: %d reads by %d threads in %.1f s" % (via, n, THREADS, took))

@@ -17,6 +17,10 @@
 /* Below this round trip (a LAN, loopback) a miss costs about what a
  * window's transfer and copy do: leave the reads as they are. */
 #define MIN_RTT_NS (2u * 1000u * 1000u)
+/* Transfers timed before any window: a mount's first two (the probe, the
+ * metadata) meet a cold server and, on a loaded machine, can take
+ * milliseconds on loopback; the minimum of three is the round trip. */
+#define MIN_SAMPLES 3u
 
 #define R memory_order_relaxed
 
@@ -87,7 +91,8 @@ uint64_t lsq_latency_window_size(struct lsq_latency_window *w)
 	uint64_t epoch_bps = atomic_load_explicit(&w->epoch_bps, R);
 	uint64_t bdp, size;
 
-	if (rtt < MIN_RTT_NS)
+	if (rtt < MIN_RTT_NS ||
+	    atomic_load_explicit(&w->samples, R) < MIN_SAMPLES)
 		return 0;
 	if (epoch_bps > bps)
 		bps = epoch_bps;  /* the first epoch has no estimate yet */

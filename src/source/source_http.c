@@ -1507,19 +1507,16 @@ static void note_hit(struct http_source *hs, struct chunk *c, uint64_t offset,
 		schedule_ahead(hs, s);
 }
 
-/* A random miss over a long round trip (hs->mu held): the loading chunk
- * of the aligned window around it (latency_window.h), trimmed so as not
- * to fetch bytes other chunks hold, with *ra the bytes beyond the read;
- * NULL when no window is due or there is no room. */
+/* A miss over a long round trip that no sequential readahead covers
+ * (hs->mu held): the loading chunk of the aligned window of w bytes around
+ * it (latency_window.h), trimmed so as not to fetch bytes other chunks
+ * hold, with *ra the bytes beyond the read; NULL when there is no room. */
 static struct chunk *window_chunk(struct http_source *hs, uint64_t offset,
-				  size_t len, uint64_t *ra)
+				  size_t len, uint64_t w, uint64_t *ra)
 {
-	uint64_t w = lsq_latency_window_size(&hs->win);
 	uint64_t lo, hi, end = offset + len;
 	struct chunk *c;
 
-	if (!w)
-		return NULL;
 	lo = offset & ~(w - 1);
 	hi = lo + w > end ? lo + w : end;
 	if (hi > hs->base.size)
@@ -1550,7 +1547,7 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 	struct http_source *hs = (struct http_source *)src;
 	struct stream *s = NULL;
 	struct chunk *c, *c2;
-	uint64_t ra = 0;
+	uint64_t ra = 0, w;
 	bool waited = false, exact;
 	int ret;
 
@@ -1608,6 +1605,7 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 		pthread_mutex_unlock(&hs->mu);
 		return fetch(hs, buf, len, offset, true);
 	}
+	w = lsq_latency_window_size(&hs->win);
 	if (hs->opt.readahead) {
 		s = stream_advance(hs, offset, len, &exact);
 		if (s && (!s->confirmed || !worth_reading_ahead(hs, s)))
@@ -1633,8 +1631,8 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 		if (s && start_prefetchers(hs))
 			schedule_ahead(hs, s);
 	}
-	if (!c)
-		c = window_chunk(hs, offset, len, &ra);
+	if (!c && w)
+		c = window_chunk(hs, offset, len, w, &ra);
 	if (!c) {
 		pthread_mutex_unlock(&hs->mu);
 		return fetch(hs, buf, len, offset, false);

@@ -29,23 +29,25 @@ int main(void)
 	CHECK(w.max == 2 * MiB);
 	CHECK(lsq_latency_window_size(&w) == 0);  /* nothing measured */
 
-	feed(&w, 1, 1 * MS / 2, 1000 * MiB);       /* a LAN */
+	feed(&w, 3, 1 * MS / 2, 1000 * MiB);       /* a LAN */
 	CHECK(lsq_latency_window_size(&w) == 0);
 
 	lsq_latency_window_init(&w, 2 * MiB);
-	feed(&w, 1, 50 * MS, 125000000);       /* 6.25 MB in flight */
+	feed(&w, 2, 50 * MS, 125000000);       /* 6.25 MB in flight */
+	CHECK(lsq_latency_window_size(&w) == 0);  /* two samples: too few */
+	feed(&w, 1, 50 * MS, 125000000);
 	CHECK(lsq_latency_window_size(&w) == 2 * MiB);
 	lsq_latency_window_init(&w, 8 * MiB);
-	feed(&w, 1, 20 * MS, 125000000);       /* 2.5 MB */
+	feed(&w, 3, 20 * MS, 125000000);       /* 2.5 MB */
 	CHECK(lsq_latency_window_size(&w) == 2 * MiB);
 	lsq_latency_window_init(&w, 8 * MiB);
-	feed(&w, 1, 5 * MS, 100000000);        /* 0.5 MB: under the minimum */
+	feed(&w, 3, 5 * MS, 100000000);        /* 0.5 MB: under the minimum */
 	CHECK(lsq_latency_window_size(&w) == 0);
 
 	/* windows that no later read uses: 2 MiB, 1 MiB, 512 KiB, then off
 	 * but for a probe every 64 misses */
 	lsq_latency_window_init(&w, 2 * MiB);
-	feed(&w, 1, 50 * MS, 125000000);
+	feed(&w, 3, 50 * MS, 125000000);
 	for (uint64_t want = 2 * MiB; want >= LSQ_WINDOW_MIN; want /= 2) {
 		CHECK(lsq_latency_window_size(&w) == want);
 		for (int i = 0; i < 16; i++)

@@ -12,6 +12,7 @@ in the container runs through nsenter into PID 1's namespaces, with a
 timeout; the nspawn process is always stopped at the end.
 """
 
+import json
 import os
 import shutil
 import signal
@@ -209,12 +210,31 @@ def mounted(c, mnt):
                  check=False).stdout.strip()
 
 
+def installed_paths():
+    """Where `meson install` puts each built file, by file name."""
+    r = subprocess.run(["meson", "introspect", build_dir(), "--installed"],
+                       capture_output=True, text=True, timeout=60, check=True)
+    return {os.path.basename(k): v for k, v in json.loads(r.stdout).items()}
+
+
+def example(c, name):
+    """An installed example's text; examples are docs, never live units."""
+    path = installed_paths()[name]
+    assert "/doc/sqfs-lazy/examples/" in path, path
+    return c.run("cat", path).stdout
+
+
 def test_installed_units_verify(container):
     c = container
-    units = c.run("sh", "-c", "ls /lib/systemd/system/sqfs-lazy-mount@.service"
-                  " /lib/systemd/system/srv-images.mount").stdout.split()
-    assert len(units) == 2
-    r = c.run("systemd-analyze", "verify", "--man=no", *units, check=False)
+    paths = installed_paths()
+    service = paths["sqfs-lazy-mount@.service"]
+    assert service == "/lib/systemd/system/sqfs-lazy-mount@.service"
+    # the example unit is installed as documentation, not beside the template
+    c.run("test", "!", "-e", "/lib/systemd/system/srv-images.mount")
+    for name in ("srv-images.mount", "fstab", "base.conf"):
+        c.run("test", "-s", paths[name])
+    r = c.run("systemd-analyze", "verify", "--man=no", service,
+              paths["srv-images.mount"], check=False)
     assert r.returncode == 0, r.stderr
     # where mount(8) looks for helpers
     c.run("test", "-x", "/sbin/mount.sqfs-lazy")
@@ -223,7 +243,7 @@ def test_installed_units_verify(container):
 def test_example_mount_unit(container, image, nginx):
     """The installed example unit, What= pointed at nginx on the host."""
     c = container
-    unit = c.run("cat", "/lib/systemd/system/srv-images.mount").stdout
+    unit = example(c, "srv-images.mount")
     what = next(l for l in unit.splitlines() if l.startswith("What="))
     unit = unit.replace(what, "What=" + nginx.url(image[0]))
     # the example logs warnings only; the SIGUSR1 counters are info
@@ -257,23 +277,27 @@ def test_example_mount_unit(container, image, nginx):
 
 
 def test_fstab_lines(container, image, nginx):
-    """fstab lines of both types; systemd-fstab-generator makes the units."""
+    """The installed example fstab lines (both types), their sources pointed
+    at nginx and at a file; systemd-fstab-generator makes the units."""
     c = container
+    lines = [l.split() for l in example(c, "fstab").splitlines()
+             if l.strip() and not l.startswith("#")]
+    assert [l[2] for l in lines] == ["sqfs-lazy", "fuse.sqfs-lazy-mount"]
+    sources = [nginx.url(image[0]), "/srv/img/" + os.path.basename(image[0])]
     fstab = c.run("cat", "/etc/fstab", check=False).stdout
-    fstab += ("%s /srv/fstab-url sqfs-lazy ro,_netdev,nofail,noauto,"
-              "x-systemd.mount-timeout=60 0 0\n" % nginx.url(image[0]))
-    fstab += ("/srv/img/%s /srv/fstab-file fuse.sqfs-lazy-mount "
-              "ro,nodev,nosuid,noauto,loglevel=warning 0 0\n"
-              % os.path.basename(image[0]))
+    for line, source in zip(lines, sources):
+        # noauto: started below, not at daemon-reload
+        fstab += "%s %s %s %s,noauto,x-systemd.mount-timeout=60 0 0\n" % (
+            source, line[1], line[2], line[3])
     c.write("/etc/fstab", fstab)
     c.run("systemctl", "daemon-reload")
-    for mnt, unit, fstype in (("/srv/fstab-url", "srv-fstab\\x2durl.mount",
-                               "fuse.sqfs-lazy"),
-                              ("/srv/fstab-file", "srv-fstab\\x2dfile.mount",
-                               "fuse.sqfs-lazy")):
+    for line in lines:
+        mnt = line[1]
+        unit = c.run("systemd-escape", "-p", "--suffix=mount",
+                     mnt).stdout.strip()
         c.run("systemctl", "start", unit, timeout=120)
         try:
-            assert mounted(c, mnt) == fstype
+            assert mounted(c, mnt) == "fuse.sqfs-lazy"
             assert read_sums(c, mnt) == expect(image)
         finally:
             c.run("systemctl", "stop", unit, timeout=120)
@@ -288,9 +312,12 @@ def test_notify_service(container, image, nginx):
     for name, img in (("web", nginx.url(image[0])),
                       ("local", "/srv/img/" + os.path.basename(image[0]))):
         mnt = "/srv/svc-" + name
-        c.write("/etc/sqfs-lazy/%s.conf" % name,
-                "IMAGE=%s\nMOUNTPOINT=%s\nOPTIONS=loglevel=info\n"
-                % (img, mnt))
+        # the installed example settings, IMAGE and MOUNTPOINT replaced
+        conf = [l for l in example(c, "base.conf").splitlines()
+                if not l.startswith(("IMAGE=", "MOUNTPOINT="))]
+        assert "OPTIONS=max_connections=8,loglevel=info" in conf, conf
+        c.write("/etc/sqfs-lazy/%s.conf" % name, "\n".join(
+            conf + ["IMAGE=" + img, "MOUNTPOINT=" + mnt]) + "\n")
         unit = "sqfs-lazy-mount@%s.service" % name
         c.run("systemctl", "start", unit, timeout=120)
         try:

@@ -98,6 +98,9 @@ const struct lsq_image_info *lsq_image_info(const struct lsq_image *img);
 /* The root directory's inode reference. */
 lsq_inode_ref lsq_image_root(const struct lsq_image *img);
 
+/* The source the image reads through (owned by the image). */
+struct lsq_source *lsq_image_source(const struct lsq_image *img);
+
 /* Decode the inode at ref (cached). */
 int lsq_image_inode(struct lsq_image *img, lsq_inode_ref ref,
 		    struct lsq_inode *out);

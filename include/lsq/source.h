@@ -219,17 +219,39 @@ int lsq_source_is_url(const char *url);
 int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 			 struct lsq_source **out, char *err, size_t errlen);
 
-/* Let an HTTP source (also under a caching layer; others ignore this)
- * start its threads: the transfer engine (one multi handle, so parallel
- * requests multiplex over HTTP/2) and the prefetch workers. Call it once
- * the process will not fork any more (after daemonizing): threads do not
- * survive a fork. */
-void lsq_source_http_allow_threads(struct lsq_source *src);
-
 /* Copy the counters of an HTTP source (also under a caching layer);
  * LSQ_ERR_INVALID for any other source. Thread-safe. */
 int lsq_source_http_get_stats(const struct lsq_source *src,
 			      struct lsq_http_stats *out);
+
+/* ---- the source stack: what programs open ---- */
+
+/* Options of lsq_source_open_stack(); zero-initialised means the image at
+ * offset 0, HTTP defaults, no cache. Pointed-to options are borrowed for
+ * the duration of the call only. */
+struct lsq_source_stack_options {
+	uint64_t offset;                       /* the image starts here */
+	const struct lsq_http_options *http;   /* URLs only; NULL: defaults */
+	const struct lsq_cache_options *cache; /* NULL or nothing asked: no
+						* caching layer */
+};
+
+/* Open spec (a path, or a URL as lsq_source_is_url() tells) with the
+ * options, behind a caching layer when one is asked for. On failure err
+ * gets one line naming the image without credentials and the error is
+ * returned; warn gets one line (or "") about a cache that could not be
+ * used, which is not an error. */
+int lsq_source_open_stack(const char *spec,
+			  const struct lsq_source_stack_options *opt,
+			  struct lsq_source **out, char *err, size_t errlen,
+			  char *warn, size_t warnlen);
+
+/* Let a source that wants threads start them (an HTTP source, also under a
+ * caching layer: its transfer engine, which multiplexes parallel requests
+ * over HTTP/2, and its prefetch workers; other sources ignore this). Call
+ * it once the process will not fork any more (after daemonizing): threads
+ * do not survive a fork. */
+void lsq_source_allow_threads(struct lsq_source *src);
 
 #ifdef __cplusplus
 }

@@ -58,23 +58,6 @@ struct stats_watcher {
 	bool running;
 };
 
-/* The image's source, for the HTTP counters (NULL until opened). */
-static struct lsq_source *http_source;
-
-static void log_http_stats(void)
-{
-	struct lsq_http_stats hst;
-
-	if (!http_source || lsq_source_http_get_stats(http_source, &hst))
-		return;
-	lsq_log(LSQ_LOG_INFO, "http stats: requests=%" PRIu64
-		" bytes_fetched=%" PRIu64 " retries=%" PRIu64
-		" failures=%" PRIu64 " cache_hits=%" PRIu64
-		" readahead_bytes=%" PRIu64, hst.requests, hst.bytes_fetched,
-		hst.retries, hst.failures, hst.cache_hits,
-		hst.readahead_bytes);
-}
-
 static void log_stats(struct lsq_mount *m)
 {
 	struct lsq_image_stats st;
@@ -83,7 +66,6 @@ static void log_stats(struct lsq_mount *m)
 	lsq_mount_get_stats(m, &st);
 	lsq_stats_format_line(&st, line, sizeof(line));
 	lsq_log(LSQ_LOG_INFO, "stats: %s", line);
-	log_http_stats();
 }
 
 static void *watch_stats(void *arg)
@@ -275,85 +257,41 @@ static int run_loop(struct fuse_session *se, struct lsq_mount *m,
 	return lsq_request_loop_run(se, &lo);
 }
 
-static int open_image_named(const struct lsq_mount_options *opt,
-			    const char *shown, struct lsq_image **img);
-
-/* Messages name the image without the credentials a URL may carry. */
+/* The image through the source stack (src/source/source_stack.c);
+ * messages name it without the credentials a URL may carry. */
 static int open_image(const struct lsq_mount_options *opt,
 		      struct lsq_image **img)
 {
-	char *shown = lsq_url_redact(opt->image);
-	int err;
-
-	if (!shown) {
-		lsq_err_log("%s", lsq_strerror(LSQ_ERR_NOMEM));
-		return LSQ_ERR_NOMEM;
-	}
-	err = open_image_named(opt, shown, img);
-	free(shown);
-	return err;
-}
-
-static int open_image_named(const struct lsq_mount_options *opt,
-			    const char *shown, struct lsq_image **img)
-{
-	struct lsq_cache_options copts;
+	struct lsq_cache_options copts =
+		lsq_mount_cache_options(opt, lsq_source_is_url(opt->image));
+	struct lsq_source_stack_options so = {
+		.offset = opt->offset,
+		.http = &opt->http_opts,
+		.cache = &copts,
+	};
 	struct lsq_source *src;
-	char errbuf[512] = "";
+	char errbuf[512] = "", warn[512];
+	char *shown;
 	int err;
 
-	if (lsq_source_is_url(opt->image)) {
-		struct lsq_http_options hopt = opt->http_opts;
-
-		hopt.base_offset = opt->offset;
-		err = lsq_source_http_open(opt->image, &hopt, &src, errbuf,
-					   sizeof(errbuf));
-		if (err) {
-			lsq_err_log("%s", errbuf[0] ? errbuf : lsq_strerror(err));
-			return err;
-		}
-	} else {
-		err = lsq_source_file_open(opt->image, opt->offset, &src);
-	}
-	if (err == LSQ_ERR_IO) {
-		lsq_err_log("%s: %s", shown, strerror(errno));
-		return err;
-	}
-	if (err == LSQ_ERR_OUT_OF_BOUNDS) {
-		lsq_err_log("%s: offset %" PRIu64 " is past the end of the file",
-			    shown, opt->offset);
-		return err;
-	}
+	err = lsq_source_open_stack(opt->image, &so, &src, errbuf,
+				    sizeof(errbuf), warn, sizeof(warn));
+	if (warn[0])
+		lsq_warn("%s", warn);
 	if (err) {
-		lsq_err_log("%s: %s", shown, lsq_strerror(err));
+		lsq_err_log("%s", errbuf);
 		return err;
 	}
-	copts = lsq_mount_cache_options(opt, lsq_source_is_url(opt->image));
-	if (copts.block_cache_bytes || copts.pin_metadata || copts.dir) {
-		struct lsq_source *cached;
-
-		errbuf[0] = '\0';
-		err = lsq_source_cache_wrap(src, &copts, &cached, errbuf,
-					    sizeof(errbuf));
-		if (err) {
-			lsq_err_log("%s: %s", shown, lsq_strerror(err));
-			lsq_source_destroy(src);
-			return err;
-		}
-		if (errbuf[0])
-			lsq_warn("%s", errbuf);
-		src = cached;
-	}
+	shown = lsq_url_redact(opt->image);
 	errbuf[0] = '\0';
 	err = lsq_image_open(src, &opt->image_opts, img, errbuf,
 			     sizeof(errbuf));
 	if (err) {
-		lsq_err_log("%s: %s", shown,
+		lsq_err_log("%s: %s", shown ? shown : "the image",
 			    errbuf[0] ? errbuf : lsq_strerror(err));
 		lsq_source_destroy(src);
-		return err;
 	}
-	http_source = src;
+	free(shown);
 	return err;
 }
 
@@ -426,7 +364,7 @@ static int run_mount(struct lsq_mount_options *opt)
 	}
 
 	/* no fork after this point: background fetches may use threads */
-	lsq_source_http_allow_threads(http_source);
+	lsq_source_allow_threads(lsq_image_source(m.img));
 	lsq_startup_profile_start(&profile, opt, m.img);
 	if (opt->io_uring != 0 && !opt->single_thread)
 		uring = lsq_uring_start(se, opt->threads, opt->io_uring > 0,
@@ -468,9 +406,8 @@ out_destroy:
 	free(shown);
 	/* the loop is over: nothing reads or names nodes any more */
 	lsq_recorder_finish(m.recorder, served);
-	if (m.img)
-		log_http_stats();  /* the final counters of a remote image */
-	http_source = NULL;
+	if (m.img && !m.local_image)
+		log_stats(&m);  /* the final counters of a remote image */
 	lsq_image_close(m.img);
 	lsq_startup_profile_fini(&profile);
 out_free:

@@ -64,14 +64,15 @@ static int read_file(const char *path, char **text, size_t *len)
 static int fetch_url(const char *url, const struct lsq_mount_options *opt,
 		     char **text, size_t *len, char *err, size_t errlen)
 {
+	/* the image's HTTP options (headers, TLS); not its mirrors */
 	struct lsq_http_options hopt = opt->http_opts;
+	struct lsq_source_stack_options so = { .http = &hopt };
 	struct lsq_source *src;
 	char *buf;
 	int ret;
 
-	hopt.base_offset = 0;
 	hopt.nmirrors = 0;
-	ret = lsq_source_http_open(url, &hopt, &src, err, errlen);
+	ret = lsq_source_open_stack(url, &so, &src, err, errlen, NULL, 0);
 	if (ret)
 		return ret;
 	if (src->size > PROFILE_MAX) {

@@ -330,6 +330,11 @@ lsq_inode_ref lsq_image_root(const struct lsq_image *img)
 	return img->sb.root_inode_ref;
 }
 
+struct lsq_source *lsq_image_source(const struct lsq_image *img)
+{
+	return img->src;
+}
+
 void lsq_image_statfs(const struct lsq_image *img, struct statvfs *st)
 {
 	memset(st, 0, sizeof(*st));

@@ -20,7 +20,7 @@
  *  - transient faults are retried with exponential backoff and jitter,
  *    rotating through the mirrors; a read that still fails logs one line.
  *
- * Threads: none until lsq_source_http_allow_threads() (the daemon calls
+ * Threads: none until lsq_source_allow_threads() (the daemon calls
  * it after forking); then, if the server answered the probe over HTTP/2,
  * the transfer engine (one thread driving a multi handle, so requests
  * multiplex over one connection; over HTTP/1.1 each calling thread runs
@@ -137,7 +137,7 @@ const char *lsq_source_http_backend(void)
 	return "none (built without libcurl)";
 }
 
-void lsq_source_http_allow_threads(struct lsq_source *src)
+void lsq_source_allow_threads(struct lsq_source *src)
 {
 	(void)src;
 }
@@ -1728,7 +1728,7 @@ static const struct lsq_source_ops http_ops = {
 	.destroy = http_destroy,
 };
 
-void lsq_source_http_allow_threads(struct lsq_source *src)
+void lsq_source_allow_threads(struct lsq_source *src)
 {
 	struct http_source *hs;
 

@@ -20,7 +20,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: sqfs-lazy-cat [--offset N] IMAGE [PATH]\n"
 		"       sqfs-lazy-cat [--offset N] --walk IMAGE\n"
-		"Print a file, list a directory, or walk the whole tree.\n");
+		"Print a file, list a directory, or walk the whole tree.\n"
+		"IMAGE is a path or an http(s):// URL.\n");
 }
 
 static int resolve(struct lsq_image *img, const char *path,
@@ -58,6 +59,7 @@ static int list_cb(void *ctx, const struct lsq_dirent *e)
 
 int main(int argc, char **argv)
 {
+	struct lsq_source_stack_options so = { 0 };
 	struct lsq_source *src;
 	struct lsq_image *img;
 	struct lsq_inode ino;
@@ -90,9 +92,11 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	ret = lsq_source_file_open(argv[i], offset, &src);
+	so.offset = offset;
+	ret = lsq_source_open_stack(argv[i], &so, &src, err, sizeof(err),
+				    NULL, 0);
 	if (ret) {
-		fprintf(stderr, "sqfs-lazy-cat: %s: %s\n", argv[i], strerror(errno));
+		fprintf(stderr, "sqfs-lazy-cat: %s\n", err);
 		return 1;
 	}
 	ret = lsq_image_open(src, NULL, &img, err, sizeof(err));

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import require, sha256_file
+from conftest import daemon, require, sha256_file
 
 
 @pytest.fixture(scope="module")
@@ -174,3 +174,30 @@ def test_concurrent_sequential_and_random(nginx, big_image, mounts):
     for t in threads:
         t.join(120)
     assert not errors, errors[:5]
+
+
+def test_cat_reads_a_url(nginx, big_image):
+    """sqfs-lazy-cat opens a URL through the same source stack as the
+    mount: a file's bytes and a directory listing equal the tree's, and only
+    what they need crosses the network."""
+    cat = os.path.join(os.path.dirname(daemon()), "sqfs-lazy-cat")
+    url = nginx.url("img.sqfs")
+    nginx.clear_log()
+    r = subprocess.run([cat, url, "/etc/small.conf"], capture_output=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"key = value\n" * 40
+    fetched = sum(e["bytes"] for e in nginx.entries())
+    assert fetched < os.path.getsize(big_image["path"]) // 10, fetched
+    r = subprocess.run([cat, url, "/etc/conf.d"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    listed = set(r.stdout.split()) - {".", ".."}
+    assert listed == set(os.listdir(os.path.join(big_image["tree"], "etc",
+                                                 "conf.d")))
+    # a refused connection is one line naming the URL
+    r = subprocess.run([cat, "http://127.0.0.1:1/img.sqfs"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1
+    assert r.stderr.count("\n") == 1, r.stderr
+    assert "http://127.0.0.1:1/img.sqfs" in r.stderr, r.stderr

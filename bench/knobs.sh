@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The knob audit (issue 22): bench/run.sh once on defaults and once with
+# each tuning option of the request loop changed alone, in one sitting on
+# one machine, then one table of what each option moves (bench/knobs_report.py).
+# Every configuration's figures are ratios against the kernel measured in
+# its own run, so drift between runs cancels. See bench/README.md ("Knobs").
+#
+# usage: bench/knobs.sh [options] [-- run.sh options]
+#   --configs LIST  names from the list below (default: all)
+#   --build DIR     meson build dir (default $SQFS_BENCH_BUILD or <repo>/build)
+#   --results DIR   parent of the run's folder (default <repo>/bench/results)
+#   -h, --help      this text
+# run.sh options default to: --readers kernel,lazy-local --comps zstd,xz
+#   --workloads rand1,rand2,mmap,seq,findsize,findtype --runtime 5 --repeat 3
+# Configurations (FUSE over io_uring is off unless named):
+#   default       no option
+#   busy_poll=0   libfuse's session loop instead of ours
+#   same_cpu=off  no same-CPU answers to runs of quick requests
+#   idle_poll=on  the opt-in CPU latency request
+#   uring         enable_uring=1: requests over FUSE io_uring (default on)
+# Needs root (run.sh drops caches, loop-mounts, sets enable_uring).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/.." && pwd)
+build=${SQFS_BENCH_BUILD:-$repo/build}
+results=${SQFS_BENCH_RESULTS:-$here/results}
+configs=default,busy_poll=0,same_cpu=off,idle_poll=on,uring
+run_args=(--readers kernel,lazy-local --comps zstd,xz
+	  --workloads rand1,rand2,mmap,seq,findsize,findtype
+	  --runtime 5 --repeat 3)
+while [ $# -gt 0 ]; do
+	case $1 in
+	--configs) configs=${2:?}; shift ;;
+	--build) build=${2:?}; shift ;;
+	--results) results=${2:?}; shift ;;
+	-h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--) shift; run_args=("$@"); break ;;
+	*) echo "knobs.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
+	esac
+	shift
+done
+
+out=$results/$(date -u +%Y%m%dT%H%M%SZ)-knobs
+mkdir -p "$out"
+IFS=, read -ra names <<<"$configs"
+for name in "${names[@]}"; do
+	uring=off args=
+	case $name in
+	default) ;;
+	uring) uring=on ;;
+	busy_poll=0|same_cpu=off|idle_poll=on) args="-o $name" ;;
+	*) echo "knobs.sh: unknown configuration $name" >&2; exit 2 ;;
+	esac
+	echo "== $name (enable_uring $uring${args:+, $args})" >&2
+	SQFS_LAZY_ARGS=$args "$here/run.sh" --build "$build" \
+		--results "$out/runs/$name" --fuse-uring "$uring" "${run_args[@]}"
+done
+python3 "$here/knobs_report.py" "$out" "${names[@]}" | tee "$out/knobs.md"
+echo "knobs: $out/knobs.md" >&2

@@ -73,8 +73,10 @@ echo "== reading from the mount"
 first=$(cd "$mnt" && find . -type f -size +4k -print -quit)
 echo "   entries in the root: $(ls "$mnt" | wc -l)"
 echo "   sha256 of $first: $(sha256sum < "$mnt/$first" | cut -c1-16)..."
+cmp -s "$mnt/$first" "$SAMPLE_DIR/$first" || { echo "demo: $first differs from $SAMPLE_DIR/$first" >&2; exit 1; }
 
 echo "== what was fetched"
 "$root/build/sqfs-lazy-mount" --stats "$mnt" | grep -E '^(http_|source_)'
 fetched=$("$root/build/sqfs-lazy-mount" --stats "$mnt" | awk '$1=="http_bytes"{print $2}')
 echo "   => $fetched of $size image bytes crossed the network ($(( fetched * 100 / size ))%), in $(wc -l < "$work/nginx/access.log") HTTP requests"
+[ "$fetched" -gt 0 ] && [ "$fetched" -lt "$size" ] || { echo "demo: expected a part of the image to be fetched, got $fetched of $size bytes" >&2; exit 1; }

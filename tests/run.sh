@@ -1,13 +1,15 @@
 #!/bin/bash
 # The whole test suite (the README's test command; .ci/run runs it after
 # installing dependencies):
-#   1. a warnings-as-errors build and every meson suite (unit, integration);
+#   1. a warnings-as-errors build and every meson suite (unit, integration),
+#      then scripts/demo.sh (the README's first command) on that build;
 #   2. an ASan+UBSan build running every suite again, the integration one
 #      on a subset of its images (LSQ_ASAN_IMAGES);
 #   3. a ThreadSanitizer build running the suite 'tsan' only (the
 #      concurrency test with the daemon under TSan, the block cache unit
 #      test); reports fail the test, tests/tsan.supp lists the few
 #      justified suppressions for uninstrumented libraries.
+# A missing pytest, or a pytest suite that collected no test, is a failure.
 # Ends with one line "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -53,9 +55,24 @@ run_suites() {
 	tally "$dir"
 }
 
+# Without pytest meson defines no pytest suite, and the run would pass on
+# the C tests alone.
+if ! command -v pytest-3 >/dev/null && ! command -v pytest >/dev/null; then
+	echo "pytest is not installed: the mount, HTTP and packer suites cannot run" >&2
+	failed=$((failed + 1))
+fi
+
 echo "== build with -Werror and run every suite"
 setup "$BUILD" -Dwerror=true
 run_suites "$BUILD"
+
+echo "== the README's first command: scripts/demo.sh"
+if bash scripts/demo.sh; then
+	passed=$((passed + 1))
+else
+	echo "scripts/demo.sh failed" >&2
+	failed=$((failed + 1))
+fi
 
 echo "== ASan+UBSan build: every suite, fewer images"
 setup "$ASAN_BUILD" -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false

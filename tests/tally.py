@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Count test results of one meson build: C tests count one each, pytest
-suites count their cases (from the junit XML next to the build).
-Prints "PASSED FAILED SKIPPED"."""
+suites count their cases (from the junit XML next to the build); a suite
+that collected no test is a failure. Prints "PASSED FAILED SKIPPED"."""
 import json
 import os
 import sys
@@ -18,6 +18,10 @@ with open(os.path.join(build, "meson-logs", "testlog.json")) as f:
         if os.path.exists(junit) and r["result"] in ("OK", "FAIL"):
             root = ET.parse(junit).getroot()
             suites = [root] if root.tag == "testsuite" else list(root)
+            if sum(int(s.get("tests", 0)) for s in suites) == 0:
+                print("%s: the suite collected no test" % name,
+                      file=sys.stderr)
+                failed += 1
             for s in suites:
                 t, fl = int(s.get("tests", 0)), int(s.get("failures", 0))
                 e, sk = int(s.get("errors", 0)), int(s.get("skipped", 0))

@@ -1,0 +1,150 @@
+"""The origin gone (#21): refused connections, then a blackhole that
+accepts and never answers. Reads of data the mount holds keep being
+served; reads of anything else fail with EIO within the configured
+timeouts; unmounting works during the outage; once the origin is back the
+next read succeeds at once."""
+
+import os
+import socket
+import subprocess
+import threading
+import time
+
+from conftest import FaultServer, check_eio, read_with_timeout
+
+# each transfer gives up after 2 s (1 s to connect), one retry
+OPTS = ["timeout=2", "connect_timeout=1", "retries=1"]
+# the worst case of one read: two transfers plus the backoff between them
+READ_BOUND = 10
+
+
+def read_direct(path, timeout=60):
+    """O_DIRECT read: past the kernel's page cache, so the daemon answers
+    (from its own caches or the network)."""
+    t0 = time.monotonic()
+    r = subprocess.run(["dd", "if=" + path, "iflag=direct", "bs=1M",
+                        "status=none"], capture_output=True, timeout=timeout)
+    dt = time.monotonic() - t0
+    if r.returncode == 0:
+        return True, r.stdout, dt
+    return False, r.stderr.decode(errors="replace"), dt
+
+
+class Blackhole:
+    """Listens on a port, accepts every connection, never reads or
+    answers."""
+
+    def __init__(self, port):
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", port))
+        self.sock.listen(64)
+        self.held = []
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.held.append(c)
+
+    def close(self):
+        # shutdown wakes the accept() of the thread; close alone does not
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.thread.join(5)
+        self.sock.close()
+        for c in self.held:
+            c.close()
+
+
+def mount_and_warm(mounts, fault_server, small_image):
+    m = mounts(fault_server.url("/small.sqfs"), OPTS)
+    ok, data, _ = read_direct(os.path.join(m.mnt, "f01.bin"))
+    assert ok and data == small_image["files"]["f01.bin"], data
+    return m
+
+
+def check_outage(m, small_image, uncached):
+    # what the mount holds: served as before
+    ok, data, _ = read_direct(os.path.join(m.mnt, "f01.bin"))
+    assert ok and data == small_image["files"]["f01.bin"], data
+    assert sorted(os.listdir(m.mnt)) == sorted(
+        os.listdir(small_image["tree"]))
+    # anything else: EIO within the timeouts, one line naming the read
+    ok, text, dt = read_direct(os.path.join(m.mnt, uncached))
+    check_eio(ok, text)
+    assert dt < READ_BOUND, dt
+    assert m.alive()
+
+
+def test_refused_then_back(mounts, fault_server, small_image):
+    m = mount_and_warm(mounts, fault_server, small_image)
+    port = fault_server.port
+    fault_server.stop()
+    check_outage(m, small_image, "f05.bin")
+    assert "small.sqfs: read of bytes" in m.log(), m.log()[-2000:]
+    back = FaultServer(port=port).start()
+    try:
+        back.add("/small.sqfs", small_image["data"])
+        ok, data, dt = read_with_timeout(os.path.join(m.mnt, "f05.bin"))
+        assert ok and data == small_image["files"]["f05.bin"], data
+        assert dt < 2, dt  # the first read after the outage succeeds
+    finally:
+        back.stop()
+
+
+def test_blackhole_then_back(mounts, fault_server, small_image):
+    m = mount_and_warm(mounts, fault_server, small_image)
+    port = fault_server.port
+    fault_server.stop()
+    hole = Blackhole(port)
+    try:
+        check_outage(m, small_image, "f06.bin")
+        assert hole.held, "the reads never reached the blackhole"
+    finally:
+        hole.close()
+    back = FaultServer(port=port).start()
+    try:
+        back.add("/small.sqfs", small_image["data"])
+        ok, data, dt = read_with_timeout(os.path.join(m.mnt, "f06.bin"))
+        assert ok and data == small_image["files"]["f06.bin"], data
+        assert dt < 2, dt
+    finally:
+        back.stop()
+
+
+def test_unmount_during_outage(mounts, fault_server, small_image):
+    """A read waits on a blackhole while the mount is unmounted: the lazy
+    unmount takes the mount away at once, the read ends with an error
+    within the timeouts, and the daemon exits 0."""
+    m = mount_and_warm(mounts, fault_server, small_image)
+    port = fault_server.port
+    fault_server.stop()
+    hole = Blackhole(port)
+    try:
+        reader = subprocess.Popen(["cat", os.path.join(m.mnt, "f07.bin")],
+                                  stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 5
+        while not hole.held and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert hole.held, "the read never reached the blackhole"
+        t0 = time.monotonic()
+        r = subprocess.run(["fusermount3", "-u", "-z", m.mnt],
+                           capture_output=True, timeout=10)
+        assert r.returncode == 0, r.stderr
+        assert time.monotonic() - t0 < 2
+        _, err = reader.communicate(timeout=READ_BOUND)
+        assert reader.returncode != 0, "a read through a blackhole succeeded"
+        assert m.proc.wait(timeout=READ_BOUND) == 0, m.log()[-2000:]
+        m.proc = None  # stopped here; nothing left for the fixture
+        for bad in ("Sanitizer", "runtime error:"):
+            assert bad not in m.log(), m.log()[-6000:]
+    finally:
+        hole.close()

@@ -131,7 +131,7 @@ def main(run):
     with open(os.path.join(run, "results.md"), "w") as f:
         f.write("# startup.sh %s\n\n%s\n\n%s\n\n```\n%s\n```\n" % (
             os.path.basename(run), head.replace("\n", "\n\n"),
-            render_md(table), tl))
+            "\n".join(render_md(table)), tl))
     with open(os.path.join(run, "results.json"), "w") as f:
         json.dump({"meta": meta, "results": {
             r: {str(k): v for k, v in d.items()} for r, d in res.items()},

@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
-"""Helpers shared by compare.py and http_report.py, and a small SquashFS
-reader that tells which compressed blocks each file occupies.
+"""The code every bench report shares, and a small SquashFS reader that
+tells which compressed blocks each file occupies. The reports (compare.py,
+http_report.py, pack_report.py, startup_report.py, knobs_report.py) read
+run folders and print tables the same way; that code lives here once, so a
+change to how a table or a run file looks is made in one place.
 
   benchlib.py fio-summary FIO.json [LOG_PREFIX]
       print "iops mib_s seconds bytes clat_mean_us clat_p99_us iops_first_s"
@@ -17,6 +20,7 @@ Standard library only; zstd metadata blocks go through the zstd command (the
 Python zstandard module is not part of Debian's python3).
 """
 
+import csv
 import json
 import lzma
 import os
@@ -44,6 +48,12 @@ def read_meta(run_dir):
             else:
                 meta[k] = v
     return meta, image
+
+
+def read_tsv(path):
+    """A tab-separated file with a header line as a list of dicts."""
+    with open(path) as f:
+        return list(csv.DictReader(f, delimiter="\t"))
 
 
 def num(v):
@@ -176,9 +186,10 @@ def render_md(table_rows, left_cols=1):
 
 def machine_line(meta):
     mem = num(meta.get("mem_total_kib"))
-    return "machine: %s CPUs (%s), %s RAM, kernel %s" % (
-        meta.get("nproc", "?"), meta.get("cpu_model", "?"),
-        "%.1f GiB" % (mem / 1048576) if mem else "?", meta.get("uname_r", "?"))
+    return ("machine: %s CPUs (%s), %s RAM, kernel %s; 1-min load at start "
+            "%s" % (meta.get("nproc", "?"), meta.get("cpu_model", "?"),
+                    "%.1f GiB" % (mem / 1048576) if mem else "?",
+                    meta.get("uname_r", "?"), meta.get("loadavg_start", "?")))
 
 
 def versions_line(meta, keys):

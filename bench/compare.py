@@ -16,14 +16,14 @@ kernel/reader for seconds, so 1.00x is parity, above 1 faster, below 1
 slower, in every row.
 """
 
-import csv
 import json
 import os
 import re
 import sys
 
 from benchlib import (fio_summary, fmt_bytes, fmt_ratio, machine_line, med,
-                      num, read_kv, render, render_md, versions_line)
+                      num, read_kv, read_meta, read_tsv, render, render_md,
+                      versions_line)
 
 READERS = ["kernel", "squashfuse_ll", "lazy-local", "lazy-http"]
 LABELS = {"kernel": "kernel", "squashfuse_ll": "squashfuse_ll",
@@ -47,22 +47,6 @@ VERSIONS = [("fio_version", "fio"), ("squashfuse_version", "squashfuse"),
 NUMERIC = ("iops", "mib_s", "seconds", "bytes", "count", "clat_mean_us",
            "clat_p99_us", "iops_first_s", "daemon_cpu_s", "http_requests",
            "http_bytes", "load1")
-
-
-def read_meta_images(run_dir):
-    meta, images = {}, {}
-    with open(os.path.join(run_dir, "meta.tsv")) as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if "\t" not in line:
-                continue
-            k, v = line.split("\t", 1)
-            if k.startswith("image."):
-                _, comp, key = k.split(".", 2)
-                images.setdefault(comp, {})[key] = v
-            else:
-                meta[k] = v
-    return meta, images
 
 
 def ranges_union(access_log):
@@ -137,9 +121,12 @@ def refetch_results(run_dir, comp, meas):
 
 
 def build_results(run_dir):
-    meta, images = read_meta_images(run_dir)
-    with open(os.path.join(run_dir, "measurements.tsv")) as f:
-        meas = list(csv.DictReader(f, delimiter="\t"))
+    meta, image = read_meta(run_dir)
+    images = {}
+    for k, v in image.items():  # image.COMP.KEY
+        comp, key = k.split(".", 1)
+        images.setdefault(comp, {})[key] = v
+    meas = read_tsv(os.path.join(run_dir, "measurements.tsv"))
     for m in meas:
         for k in NUMERIC:
             m[k] = num(m.get(k))
@@ -359,8 +346,7 @@ def header_lines(res):
         " (+%s dirty)" % meta["git_dirty_files"]
         if meta.get("git_dirty_files", "0") not in ("0", "") else "",
         "  QUICK" if meta.get("quick") == "1" else "")]
-    out.append(machine_line(meta) + "; 1-min load at start %s" %
-               meta.get("loadavg_start", "?"))
+    out.append(machine_line(meta))
     out.append(versions_line(meta, VERSIONS))
     if meta.get("build_source"):
         out.append("sqfs-lazy-mount: %s, built from %s at commit %s%s" % (

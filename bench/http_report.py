@@ -16,14 +16,12 @@ behind latency_proxy.py adding N ms per request; they are compared with
 the same reader's direct row (the no-latency case).
 """
 
-import csv
 import json
 import os
 import sys
 
-from benchlib import (fmt_bytes, machine_line, num, read_meta, render,
-                      versions_line)
-from benchlib import fmt_ratio as ratio_s
+from benchlib import (fmt_bytes, fmt_ratio, machine_line, num, read_meta,
+                      read_tsv, render, versions_line)
 
 READERS = [
     ("download", "curl whole image, then loop mount"),
@@ -62,37 +60,29 @@ def label_of(key):
     return base if not l else "%s, +%d ms" % (base, l)
 
 
-
-
-
-
 def build(run_dir):
     meta, image = read_meta(run_dir)
     rows = {}
-    measurements = []
-    with open(os.path.join(run_dir, "measurements.tsv")) as f:
-        for m in csv.DictReader(f, delimiter="\t"):
-            measurements.append(m)
-            r = rows.setdefault(m["reader"], {})
-            d = {"status": m["status"]}
-            for k in ("seconds", "iops", "mib_s", "io_bytes",
-                      "http_requests", "http_bytes", "clat_mean_us",
-                      "clat_p99_us", "iops_first_s"):
-                v = num(m.get(k))
-                if v is not None:
-                    d[k] = v
-            if m.get("raw"):
-                d["raw"] = m["raw"]
-            if m.get("reason"):
-                d["reason"] = m["reason"]
-            if d.get("http_requests"):
-                d["http_bytes_per_request"] = d["http_bytes"] / \
-                    d["http_requests"]
-            if d.get("iops") and d.get("seconds") and "http_bytes" in d:
-                ios = d["iops"] * d["seconds"]
-                if ios:
-                    d["http_bytes_per_read"] = d["http_bytes"] / ios
-            r[m["workload"]] = d
+    measurements = read_tsv(os.path.join(run_dir, "measurements.tsv"))
+    for m in measurements:
+        d = {"status": m["status"]}
+        for k in ("seconds", "iops", "mib_s", "io_bytes", "http_requests",
+                  "http_bytes", "clat_mean_us", "clat_p99_us",
+                  "iops_first_s"):
+            v = num(m.get(k))
+            if v is not None:
+                d[k] = v
+        if m.get("raw"):
+            d["raw"] = m["raw"]
+        if m.get("reason"):
+            d["reason"] = m["reason"]
+        if d.get("http_requests"):
+            d["http_bytes_per_request"] = d["http_bytes"] / d["http_requests"]
+        if d.get("iops") and d.get("seconds") and "http_bytes" in d:
+            ios = d["iops"] * d["seconds"]
+            if ios:
+                d["http_bytes_per_read"] = d["http_bytes"] / ios
+        rows.setdefault(m["reader"], {})[m["workload"]] = d
     res = {"format": "sqfs-lazy-bench-http/1", "meta": meta, "image": image,
            "rows": rows, "measurements": measurements}
     res["ratios"] = ratios(rows)
@@ -222,27 +212,19 @@ def targets(meta, rows):
     return t
 
 
-
-
-def fmt(v, spec):
-    return "-" if v is None else spec % v
-
-
 def cell(rows, r, wl, key, spec):
     d = rows.get(r, {}).get(wl)
     if d is None:
         return "-"
     if d.get("status") != "ok":
         return "FAIL"
-    return fmt(d.get(key), spec)
-
-
+    v = d.get(key)
+    return "-" if v is None else spec % v
 
 
 def table(res):
     meta, image, rows = res["meta"], res["image"], res["rows"]
-    lines = [machine_line(meta) + "; 1-min load at start %s" %
-             meta.get("loadavg_start", "?"),
+    lines = [machine_line(meta),
              versions_line(meta, [
                  ("fio_version", "fio"), ("nginx_version", "nginx"),
                  ("squashfuse_version", "squashfuse"),
@@ -308,13 +290,10 @@ def table(res):
         o = res["ratios"].get(r)
         if o is None:
             continue
-        rb.append([label, ratio_s(o.get("small_speedup")),
-                   ratio_s(o.get("small_bytes_share")),
-                   ratio_s(o.get("rand1_first_s")), ratio_s(o.get("rand1")),
-                   ratio_s(o.get("rand2_first_s")), ratio_s(o.get("rand2")),
-                   ratio_s(o.get("seq")),
-                   ratio_s(o.get("rand1_bytes_per_read_share")),
-                   ratio_s(o.get("rand2_bytes_per_read_share"))])
+        rb.append([label] + [fmt_ratio(o.get(n)) for n in (
+            "small_speedup", "small_bytes_share", "rand1_first_s", "rand1",
+            "rand2_first_s", "rand2", "seq", "rand1_bytes_per_read_share",
+            "rand2_bytes_per_read_share")])
     lines += render([rh] + rb)
     lr = res.get("latency_ratios") or {}
     if lr:
@@ -327,7 +306,7 @@ def table(res):
               "rand 2 jobs avg", "seq 1M"]
         lb = []
         for k, o in lr.items():
-            lb.append([label_of(k)] + [ratio_s(o.get(n)) for n in (
+            lb.append([label_of(k)] + [fmt_ratio(o.get(n)) for n in (
                 "small_time", "small_bytes", "small_requests",
                 "rand1_first_s", "rand1", "rand2_first_s", "rand2", "seq")])
         lines += render([lh] + lb)
@@ -345,7 +324,7 @@ def table(res):
         for t in res["targets"]:
             v = t["value"]
             if t.get("ratio"):
-                vs = ratio_s(v)
+                vs = fmt_ratio(v)
             else:
                 vs = ("%.3f" % v) if isinstance(v, float) and v < 10 else \
                     "%d" % v
@@ -372,8 +351,6 @@ def table(res):
                  "shared, treat differences under 1.5x as noise" %
                  meta.get("loadavg_start", "?"))
     return "\n".join(lines)
-
-
 
 
 def main(argv):

@@ -12,6 +12,8 @@ import json
 import os
 import sys
 
+from benchlib import render_md
+
 
 def load(out, name):
     found = sorted(glob.glob(os.path.join(out, "runs", name, "*",
@@ -51,8 +53,7 @@ def main():
     moved = {n: [] for n in names[1:]}
     for reader in readers:
         print("## %s\n" % reader)
-        print("| image | state | row | " + " | ".join(names) + " |")
-        print("|---|---|---|" + "---|" * len(names))
+        table = [["image", "state", "row"] + names]
         for key, row in base_rows.items():
             b = (row.get("ratio_vs_kernel") or {}).get(reader)
             if not b:
@@ -72,8 +73,8 @@ def main():
                     cell += " (%+.0f%%)" % (100 * change)
                     moved[n].append((reader, key, change))
                 cells.append(cell)
-            print("| %s | %s | %s | %s |" % (key + (" | ".join(cells),)))
-        print()
+            table.append(list(key) + cells)
+        print("\n".join(render_md(table, left_cols=len(table[0]))) + "\n")
     print("## Rows each option moves beyond noise\n")
     for n in names[1:]:
         up = sum(1 for m in moved[n] if m[2] > 0)

@@ -4,28 +4,29 @@ interrupted run are left out).
 
     bench/pack_report.py RESULTS_DIR
 """
-import csv
 import sys
+
+from benchlib import read_tsv, render_md
 
 
 def main(out):
-    rows = list(csv.DictReader(open(out + "/runs.tsv"), delimiter="\t"))
+    rows = read_tsv(out + "/runs.tsv")
     get = {(r["tool"], r["comp"], r["jobs"]): r for r in rows}
     wall = lambda r: float(r["wall_s"])  # noqa: E731
     size = lambda r: int(r["bytes"])  # noqa: E731
-    lines = ["| tool | comp | -j | wall s | CPU s | image bytes | "
-             "wall / mksquashfs | size / mksquashfs | -j1/-j2 wall |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    table = [["tool", "comp", "-j", "wall s", "CPU s", "image bytes",
+              "wall / mksquashfs", "size / mksquashfs", "-j1/-j2 wall"]]
     for r in rows:
         m = get.get(("mksquashfs", r["comp"], r["jobs"]))
         one = get.get((r["tool"], r["comp"], "1"))
-        sp = "%.2fx" % (wall(one) / wall(r)) if r["jobs"] == "2" and one \
-            else ""
-        lines.append("| %s | %s | %s | %.2f | %.2f | %s | %s | %s | %s |" % (
-            r["tool"], r["comp"], r["jobs"], wall(r), float(r["cpu_s"]),
-            format(size(r), ","),
+        table.append([
+            r["tool"], r["comp"], r["jobs"], "%.2f" % wall(r),
+            "%.2f" % float(r["cpu_s"]), format(size(r), ","),
             "%.3f" % (wall(r) / wall(m)) if m else "",
-            "%.4f" % (size(r) / size(m)) if m else "", sp))
+            "%.4f" % (size(r) / size(m)) if m else "",
+            "%.2fx" % (wall(one) / wall(r)) if r["jobs"] == "2" and one
+            else ""])
+    lines = render_md(table, left_cols=len(table[0]))
     lines += ["", "Targets (issue 5), sqfs-lazy-pack:"]
     for comp in ("xz", "zstd"):
         for j in ("1", "2"):

@@ -7,26 +7,15 @@ table on stdout, with the issue-18 targets as PASS/MISS lines.
 
 import json
 import os
-import statistics
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import fmt_bytes, read_meta, render, render_md  # noqa: E402
+from benchlib import fmt_bytes, med, read_meta, read_tsv, render, render_md
 
 ROWS = [("kernel", "kernel loop mount of a local copy"),
         ("curl", "curl the whole image, then loop-mount"),
         ("lazy", "sqfs-lazy-mount URL, no profile"),
         ("profile", "sqfs-lazy-mount -o prefetch= recorded profile"),
         ("order", "image packed with --order, plain mount")]
-
-
-def load(run):
-    runs = []
-    with open(os.path.join(run, "raw", "runs.tsv")) as f:
-        head = f.readline().rstrip("\n").split("\t")
-        for line in f:
-            runs.append(dict(zip(head, line.rstrip("\n").split("\t"))))
-    return runs
 
 
 def cells(runs, row, rtt):
@@ -37,12 +26,12 @@ def cells(runs, row, rtt):
     if any(r["seconds"] == "FAIL" for r in got):
         return {"fail": True}
     secs = [float(r["seconds"]) for r in got]
-    out = {"seconds": statistics.median(secs), "min": min(secs),
+    out = {"seconds": med(secs), "min": min(secs),
            "max": max(secs), "n": len(secs)}
     for k in ("requests", "bytes"):
         vals = [float(r[k]) for r in got if r[k] != "-"]
         if vals:
-            out[k] = statistics.median(vals)
+            out[k] = med(vals)
     if row == "seq":
         size = int(got[0]["row"].split(":")[1])
         out["mb_s"] = size / 1e6 / out["seconds"]
@@ -51,7 +40,7 @@ def cells(runs, row, rtt):
 
 def main(run):
     meta = read_meta(run)[0]
-    runs = load(run)
+    runs = read_tsv(os.path.join(run, "raw", "runs.tsv"))
     rtts = sorted({int(r["rtt_ms"]) for r in runs})
     res = {}
     for row, _ in ROWS + [("seq", "")]:

@@ -378,7 +378,9 @@ def header_lines(res):
 
 def refetch_lines(res):
     out = []
-    for comp, rf in res["refetch"].items():
+    # in the run's image order (a results.json read back has sorted keys)
+    for comp in [c for c in res["comps"] if c in res["refetch"]]:
+        rf = res["refetch"][comp]
         fs = rf["set"]
         tch = fs["set_touched"]
         out.append("%s: %d files, %s uncompressed; touched: %d data blocks "

@@ -6,7 +6,8 @@
 # its own run, so drift between runs cancels. See bench/README.md ("Knobs").
 #
 # usage: bench/knobs.sh [options] [-- run.sh options]
-#   --configs LIST  names from the list below (default: all)
+#   --configs LIST  names from the list below, run in that order (default:
+#                   all); default must be among them
 #   --build DIR     meson build dir (default $SQFS_BENCH_BUILD or <repo>/build)
 #   --results DIR   parent of the run's folder (default <repo>/bench/results)
 #   -h, --help      this text
@@ -34,7 +35,7 @@ while [ $# -gt 0 ]; do
 	--configs) configs=${2:?}; shift ;;
 	--build) build=${2:?}; shift ;;
 	--results) results=${2:?}; shift ;;
-	-h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	--) shift; run_args=("$@"); break ;;
 	*) echo "knobs.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
 	esac
@@ -56,5 +57,8 @@ for name in "${names[@]}"; do
 	SQFS_LAZY_ARGS=$args "$here/run.sh" --build "$build" \
 		--results "$out/runs/$name" --fuse-uring "$uring" "${run_args[@]}"
 done
-python3 "$here/knobs_report.py" "$out" "${names[@]}" | tee "$out/knobs.md"
+# the defaults are the reference, whatever order the runs took
+report=(default)
+for name in "${names[@]}"; do [ "$name" = default ] || report+=("$name"); done
+python3 "$here/knobs_report.py" "$out" "${report[@]}" | tee "$out/knobs.md"
 echo "knobs: $out/knobs.md" >&2

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-import httpserve
+import servers
 import util
 
 THREADS = 16
@@ -74,12 +74,7 @@ def image(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def nginx(image):
-    util.require(httpserve.nginx_binary() is not None, "nginx not installed")
-    s = httpserve.Nginx(image["dir"] / "nginx", image["dir"] / "www")
-    try:
-        s.start()
-    except RuntimeError as e:
-        util.require(False, str(e))
+    s = servers.start_nginx(image["dir"] / "nginx", image["dir"] / "www")
     yield s
     s.stop()
 

@@ -1,37 +1,28 @@
-"""Fixtures of the HTTP suite: images, nginx (plain and TLS), our fault
-server, and FUSE mounts of URLs with sqfs-lazy-mount.
+"""Fixtures of the HTTP suite: images, nginx (plain and TLS; tests/servers.py),
+our fault server, and FUSE mounts of URLs with sqfs-lazy-mount.
 
 Missing tools skip the tests on a developer machine and fail them when CI is
 set (CI runs as root with everything installed).
 """
 
 import errno
-import hashlib
 import os
 import random
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]
 
 from fault_server import FaultServer  # noqa: E402
+from servers import (is_mounted, require, require_mount_env,  # noqa: E402,F401
+                     sha256_file, start_nginx, unmount)
 
 MOUNT_TIMEOUT = 30.0
-
-
-def require(cond, reason):
-    if cond:
-        return
-    if os.environ.get("CI"):
-        pytest.fail("prerequisite missing (CI is set): " + reason,
-                    pytrace=False)
-    pytest.skip(reason)
 
 
 def daemon():
@@ -47,35 +38,6 @@ def daemon():
 
 
 _HTTP_BUILDS = {}
-
-
-def require_mount_env():
-    require(os.geteuid() == 0, "needs root")
-    require(os.path.exists("/dev/fuse"), "no /dev/fuse")
-    require(shutil.which("fusermount3") is not None, "fusermount3 missing")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def is_mounted(path):
-    path = os.path.realpath(path)
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            if line.split()[4].replace("\\040", " ") == path:
-                return True
-    return False
-
-
-def sha256_file(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def read_with_timeout(path, timeout=60):
@@ -166,9 +128,7 @@ def try_mount(url, mnt, log, opts=(), timeout=60):
     try:
         r = subprocess.run(cmd, capture_output=True, timeout=timeout)
     finally:
-        if is_mounted(mnt):
-            subprocess.run(["fusermount3", "-u", "-z", mnt],
-                           capture_output=True)
+        unmount(mnt)
     return r.returncode, r.stderr.decode(errors="replace"), \
         time.monotonic() - t0
 
@@ -272,93 +232,9 @@ def big_image(tmp_path_factory):
 # Servers
 # ---------------------------------------------------------------------------
 
-class Nginx:
-    def __init__(self, workdir, root, tls=None):
-        self.dir = workdir
-        self.root = root
-        self.port = free_port()
-        self.tls = tls
-        self.access = os.path.join(workdir, "access.log")
-        self.proc = None
-
-    def start(self):
-        nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-        require(os.access(nginx, os.X_OK), "nginx missing")
-        listen = "listen 127.0.0.1:%d%s;" % (self.port,
-                                             " ssl http2" if self.tls else "")
-        tls = ""
-        if self.tls:
-            tls = "ssl_certificate %s; ssl_certificate_key %s;" % self.tls
-        conf = os.path.join(self.dir, "nginx.conf")
-        with open(conf, "w") as f:
-            f.write("""daemon off;
-master_process off;
-worker_processes 1;
-pid %(dir)s/nginx.pid;
-error_log %(dir)s/error.log;
-events { worker_connections 256; }
-http {
-  log_format ranges '$request_method $status $bytes_sent "$http_range" "$http_if_range" "$http_user_agent" $connection $server_protocol';
-  access_log %(access)s ranges;
-  client_body_temp_path %(dir)s/tmp; proxy_temp_path %(dir)s/tmp;
-  fastcgi_temp_path %(dir)s/tmp; uwsgi_temp_path %(dir)s/tmp;
-  scgi_temp_path %(dir)s/tmp;
-  server { %(listen)s %(tls)s root %(root)s; }
-}
-""" % {"dir": self.dir, "access": self.access, "listen": listen,
-       "tls": tls, "root": self.root})
-        os.makedirs(os.path.join(self.dir, "tmp"), exist_ok=True)
-        self.proc = subprocess.Popen([nginx, "-c", conf, "-p", self.dir],
-                                     stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                break
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError("nginx did not start: %s" %
-                                         self.proc.stderr.read().decode())
-                time.sleep(0.05)
-        return self
-
-    def url(self, name):
-        return "%s://127.0.0.1:%d/%s" % ("https" if self.tls else "http",
-                                         self.port, name)
-
-    def entries(self):
-        """Access log entries as dicts."""
-        out = []
-        with open(self.access) as f:
-            for line in f:
-                parts = line.split('"')
-                head = parts[0].split()
-                out.append({"method": head[0], "status": int(head[1]),
-                            "bytes": int(head[2]), "range": parts[1],
-                            "if_range": parts[3], "ua": parts[5],
-                            "conn": int(parts[6].split()[0]),
-                            "proto": parts[6].split()[1]})
-        return out
-
-    def clear_log(self):
-        open(self.access, "w").close()
-        self.proc.send_signal(signal.SIGUSR1)  # reopen
-        time.sleep(0.1)
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGQUIT)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
 @pytest.fixture(scope="session")
 def nginx(big_image, tmp_path_factory):
-    n = Nginx(str(tmp_path_factory.mktemp("nginx")), big_image["www"]).start()
+    n = start_nginx(tmp_path_factory.mktemp("nginx"), big_image["www"])
     yield n
     n.stop()
 
@@ -376,8 +252,7 @@ def tls_nginx(small_image, tmp_path_factory):
                     "-subj", "/CN=127.0.0.1",
                     "-addext", "subjectAltName=IP:127.0.0.1"],
                    check=True, capture_output=True, timeout=60)
-    n = Nginx(d, www, tls=(crt, key)).start()
-    n.cert = crt
+    n = start_nginx(d, www, tls=(crt, key))
     yield n
     n.stop()
 

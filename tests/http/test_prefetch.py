@@ -11,7 +11,7 @@ import subprocess
 import threading
 import time
 
-from conftest import Nginx, daemon
+from conftest import daemon, start_nginx
 from test_cache import stats
 
 MiB = 1 << 20
@@ -329,7 +329,7 @@ def test_record_pack_order_mount_cycle(small_image, mounts, tmp_path):
     www = tmp_path / "www"
     www.mkdir()
     os.link(small_image["path"], www / "orig.sqfs")
-    ng = Nginx(str(tmp_path), str(www)).start()
+    ng = start_nginx(tmp_path, www)
     try:
         order = ["d/small.txt", "f05.bin", "f17.bin", "f02.bin"]
         prof = str(tmp_path / "start.prof")

@@ -18,20 +18,22 @@ import time
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]
 
-import httpserve  # noqa: E402
 import images  # noqa: E402
+import servers  # noqa: E402
 import treebuilder  # noqa: E402
 import util  # noqa: E402
 
+VIA_HTTP = os.environ.get("LSQ_VIA_HTTP", "") not in ("", "0")
 
 # The checks of the HTTP mode itself exist only in that mode (no skips
 # in file mode).
-collect_ignore = [] if httpserve.enabled() else ["test_http_mode.py"]
+collect_ignore = [] if VIA_HTTP else ["test_http_mode.py"]
 # The corruption corpus is about the image parser: one pass over local
 # files is enough, the HTTP pass would double its cost for nothing new.
-if httpserve.enabled():
+if VIA_HTTP:
     collect_ignore.append("test_corruption_corpus.py")
 
 
@@ -71,7 +73,7 @@ def pytest_report_header(config):
              "unset)"),
             "sqfs-lazy: images mounted %s" % (
                 "over HTTP from nginx on 127.0.0.1 (LSQ_VIA_HTTP=1)"
-                if httpserve.enabled() else "from local files"),
+                if VIA_HTTP else "from local files"),
             "sqfs-lazy: CI=%s (missing prerequisites %s)" % (
                 os.environ.get("CI", ""),
                 "fail" if os.environ.get("CI") else "skip")]
@@ -112,7 +114,7 @@ def http_server(workdir):
     """LSQ_VIA_HTTP=1: one nginx for the session, serving image_dir();
     util.image_source() then turns image paths into its URLs.  Stopped
     (and util.HTTP reset) at the end of the session."""
-    if not httpserve.enabled():
+    if not VIA_HTTP:
         yield None
         return
     util.require(not util.using_override(),
@@ -121,12 +123,7 @@ def http_server(workdir):
     v = util.run([util.daemon_path(), "--version"], timeout=20)
     util.require(b"http: libcurl" in v.stdout,
                  "sqfs-lazy-mount built without HTTP support (libcurl)")
-    util.require(httpserve.nginx_binary() is not None, "nginx not installed")
-    server = httpserve.Nginx(workdir / "nginx", image_dir(workdir))
-    try:
-        server.start()
-    except RuntimeError as e:
-        util.require(False, str(e))
+    server = servers.start_nginx(workdir / "nginx", image_dir(workdir))
     _SESSION["http"] = server
     util.HTTP = server
     try:

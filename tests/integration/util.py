@@ -108,7 +108,7 @@ def require_daemon():
     require(os.access(p, os.X_OK), "daemon not built: %s" % p)
 
 
-# HTTP mode (LSQ_VIA_HTTP=1): the session's nginx (httpserve.Nginx), set by
+# HTTP mode (LSQ_VIA_HTTP=1): the session's nginx (servers.Nginx), set by
 # the conftest fixture `http_server`; None in file mode.
 HTTP = None
 
@@ -123,7 +123,7 @@ def image_source(path):
     this: they stay on the file."""
     if HTTP is None:
         return str(path)
-    return HTTP.url(path)
+    return HTTP.url(os.path.abspath(str(path)))
 
 
 def daemon_base_cmd():

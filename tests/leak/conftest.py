@@ -1,7 +1,7 @@
 """The leak suite reuses the integration helpers (util.py: mounts,
-kernel oracle; httpserve.py: nginx)."""
+kernel oracle) and tests/servers.py (nginx)."""
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..",
-                                "integration"))
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(TESTS, "integration"), TESTS]

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-import httpserve
+import servers
 import util
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures",
@@ -43,16 +43,11 @@ def read_everything(root):
 
 @pytest.fixture(scope="module")
 def nginx(tmp_path_factory):
-    util.require(httpserve.nginx_binary() is not None, "nginx not installed")
     d = tmp_path_factory.mktemp("leak-nginx")
     www = d / "www"
     www.mkdir()
     shutil.copy(FIXTURE, www / "gzip.sqfs")
-    s = httpserve.Nginx(d / "conf", www)
-    try:
-        s.start()
-    except RuntimeError as e:
-        util.require(False, str(e))
+    s = servers.start_nginx(d / "conf", www)
     yield s
     s.stop()
 

@@ -1,33 +1,23 @@
 """Fixtures of the systemd suite: the daemon and helper from the build
 tree, a small image made here with known contents, and nginx serving it on
-127.0.0.1 (tests/integration/httpserve.py).
+127.0.0.1 (tests/servers.py, which also has the small helpers used here).
 
 Missing tools skip the tests on a developer machine and fail them when CI is
 set (CI runs as root with everything scripts/install-deps.sh installs).
 """
 
-import hashlib
 import os
 import shutil
 import subprocess
 import sys
-import time
 
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]
 
-import httpserve  # noqa: E402
-
-
-def require(cond, reason):
-    if cond:
-        return
-    if os.environ.get("CI"):
-        pytest.fail("prerequisite missing (CI is set): " + reason,
-                    pytrace=False)
-    pytest.skip(reason)
+from servers import (is_mounted, require, require_mount_env,  # noqa: E402,F401
+                     sha256_file, start_nginx, unmount, wait_for)
 
 
 def build_dir():
@@ -45,41 +35,6 @@ def daemon():
     p = os.path.join(build_dir(), "sqfs-lazy-mount")
     require(os.access(p, os.X_OK), "daemon not built: %s" % p)
     return p
-
-
-def require_mount_env():
-    require(os.geteuid() == 0, "needs root")
-    require(os.path.exists("/dev/fuse"), "no /dev/fuse")
-    require(shutil.which("fusermount3") is not None, "fusermount3 missing")
-
-
-def is_mounted(path):
-    path = os.path.realpath(path)
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            if line.split()[4].replace("\\040", " ") == path:
-                return True
-    return False
-
-
-def wait_for(cond, timeout, what):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for " + what)
-        time.sleep(0.02)
-
-
-def sha256(path):
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
-
-
-def unmount(path):
-    """Best effort, for teardown."""
-    if is_mounted(path):
-        subprocess.run(["fusermount3", "-u", "-z", path],
-                       capture_output=True, timeout=30)
 
 
 # Files of the test image: name -> bytes. One spans several 128K blocks.
@@ -110,9 +65,8 @@ def image(tmp_path_factory):
 @pytest.fixture(scope="session")
 def nginx(tmp_path_factory, image):
     """nginx on 127.0.0.1 serving the image's directory."""
-    require(httpserve.nginx_binary() is not None, "nginx missing")
-    conf = tmp_path_factory.mktemp("nginx")
-    srv = httpserve.Nginx(conf, os.path.dirname(image[0])).start()
+    srv = start_nginx(tmp_path_factory.mktemp("nginx"),
+                      os.path.dirname(image[0]))
     yield srv
     srv.stop()
 
@@ -120,5 +74,5 @@ def nginx(tmp_path_factory, image):
 def check_tree(mnt, tree):
     """Every file of CONTENT reads back as in the source tree."""
     for name in CONTENT:
-        assert sha256(os.path.join(mnt, name)) == \
-            sha256(os.path.join(tree, name)), name
+        assert sha256_file(os.path.join(mnt, name)) == \
+            sha256_file(os.path.join(tree, name)), name

@@ -22,7 +22,7 @@ import time
 import pytest
 
 from conftest import (CONTENT, HERE, build_dir, require, require_mount_env,
-                      sha256)
+                      sha256_file)
 
 CACHE = os.environ.get("LSQ_ROOTFS_CACHE", "/var/cache/sqfs-lazy-test")
 
@@ -202,7 +202,7 @@ def read_sums(c, mnt):
 
 
 def expect(image):
-    return {n: sha256(os.path.join(image[1], n)) for n in CONTENT}
+    return {n: sha256_file(os.path.join(image[1], n)) for n in CONTENT}
 
 
 def mounted(c, mnt):

@@ -14,7 +14,8 @@ import subprocess
 
 import pytest
 
-from conftest import CONTENT, build_dir, daemon, require, require_mount_env, sha256
+from conftest import (CONTENT, build_dir, daemon, require, require_mount_env,
+                      sha256_file)
 
 SCRIPT = r"""
 set -u
@@ -87,7 +88,7 @@ def run_fstab(tmp_path, overlay, source, fstype, options):
 
 
 def expect(tree):
-    return {name: sha256(os.path.join(tree, name)) for name in CONTENT}
+    return {name: sha256_file(os.path.join(tree, name)) for name in CONTENT}
 
 
 # the options an fstab line for a network image typically carries

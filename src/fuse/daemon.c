@@ -395,6 +395,7 @@ static int run_mount(struct lsq_mount_options *opt)
 out_unmount:
 	fuse_session_unmount(se);
 	lsq_uring_stop(uring);  /* the unmount ended the rings' fetches */
+	m.uring = NULL;         /* freed: the final stats line must not read it */
 out_remove_handlers:
 	fuse_remove_signal_handlers(se);
 out_destroy:

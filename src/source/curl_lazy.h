@@ -4,10 +4,10 @@
  *
  * libcurl pulls in some 25 libraries (TLS, Kerberos, LDAP, ...) whose
  * loading costs ~35 ms at every start, also for mounts of local files that
- * never speak HTTP. source_http.c includes this header after <curl/curl.h>:
- * the macros below route its curl_* calls through a table that
- * lsq_curl_load() fills once, so the binary does not link libcurl at all.
- * Include only from source_http.c.
+ * never speak HTTP. The HTTP source's files include this header (through
+ * http_internal.h) after <curl/curl.h>: the macros below route their
+ * curl_* calls through a table that lsq_curl_load() fills once, so the
+ * binary does not link libcurl at all. Include only from http_internal.h.
  */
 #ifndef LSQ_CURL_LAZY_H
 #define LSQ_CURL_LAZY_H

@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * http_chunks.c - the bytes of the image held in memory: the pinned head,
+ * the readahead chunks and the latency windows, in one list (most recently
+ * used first) with a budget each for readahead and windows, evicted least
+ * recently used. A chunk is immutable once ready; readers hold refs while
+ * they copy outside the lock. Once threads run, every call here is made
+ * with hs->mu held. Apart from the readahead (http_readahead.c), which
+ * decides what to load into them, and from read_at, which looks them up.
+ */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "lsq/error.h"
+#include "source/http_internal.h"
+
+void lsq_http_chunk_unlink(struct http_source *hs, struct chunk *c)
+{
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		hs->chunks = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->prev = c->next = NULL;
+	if (c->window)
+		hs->win_bytes -= c->len;
+	else if (!c->pinned)
+		hs->ra_bytes -= c->len;
+	c->dead = true;
+}
+
+void lsq_http_chunk_free(struct chunk *c)
+{
+	free(c->data);
+	free(c);
+}
+
+void lsq_http_chunk_put(struct http_source *hs, struct chunk *c)
+{
+	(void)hs;
+	if (--c->refs == 0 && c->dead)
+		lsq_http_chunk_free(c);
+}
+
+void lsq_http_chunk_link_front(struct http_source *hs, struct chunk *c)
+{
+	c->prev = NULL;
+	c->next = hs->chunks;
+	if (hs->chunks)
+		hs->chunks->prev = c;
+	hs->chunks = c;
+}
+
+struct chunk *lsq_http_find_cover(struct http_source *hs, uint64_t off,
+				  size_t len)
+{
+	for (struct chunk *c = hs->chunks; c; c = c->next)
+		if (off >= c->off && off + len <= c->off + c->len)
+			return c;
+	return NULL;
+}
+
+/* Readahead from end must stop where a chunk already held or being
+ * fetched begins: concurrent sequential readers (the kernel's own
+ * readahead sends several reads at once) would otherwise fetch the same
+ * bytes twice. Called with hs->mu held. */
+uint64_t lsq_http_trim_to_next_chunk(struct http_source *hs, uint64_t end,
+				     uint64_t ra)
+{
+	for (struct chunk *c = hs->chunks; c; c = c->next) {
+		if (c->off + c->len <= end || c->off >= end + ra)
+			continue;
+		if (c->off <= end)
+			return 0; /* the bytes after this read are covered */
+		ra = c->off - end;
+	}
+	return ra;
+}
+
+/* Make room for need unpinned bytes, least recently used first; false if
+ * chunks in flight or kept hold it. keep (may be NULL): a stream whose
+ * loaded-but-unread bytes, [end, fetched_to), must stay: evicting them to
+ * fetch further ahead would fetch them twice. */
+static bool make_room_of(struct http_source *hs, uint64_t need,
+			 const struct stream *keep, bool window)
+{
+	struct chunk *c = hs->chunks, *tail = NULL;
+	uint64_t *used = window ? &hs->win_bytes : &hs->ra_bytes;
+	uint64_t limit = window ? hs->win_limit : hs->ra_limit;
+
+	if (need > limit)
+		return false;
+	while (c) {
+		tail = c;
+		c = c->next;
+	}
+	while (*used + need > limit && tail) {
+		struct chunk *prev = tail->prev;
+		bool kept = keep && tail->off < keep->fetched_to &&
+			    tail->off + tail->len > keep->end;
+
+		if (!tail->pinned && tail->window == window && tail->ready &&
+		    !kept) {
+			lsq_http_chunk_unlink(hs, tail);
+			if (tail->refs == 0)
+				lsq_http_chunk_free(tail);
+		}
+		tail = prev;
+	}
+	return *used + need <= limit;
+}
+
+/* Room in the readahead memory (windows have their own). */
+bool lsq_http_make_room(struct http_source *hs, uint64_t need,
+			const struct stream *keep)
+{
+	return make_room_of(hs, need, keep, false);
+}
+
+struct chunk *lsq_http_chunk_new(struct http_source *hs, uint64_t off,
+				 size_t len, bool pinned)
+{
+	struct chunk *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->data = malloc(len);
+	if (!c->data) {
+		free(c);
+		return NULL;
+	}
+	c->off = off;
+	c->len = len;
+	c->pinned = pinned;
+	c->refs = 1;  /* the loader's */
+	if (!pinned)
+		hs->ra_bytes += len;
+	lsq_http_chunk_link_front(hs, c);
+	return c;
+}
+
+/* The end of a chunk's load, ret its outcome: the chunk is ready, or, when
+ * the load failed, gone (a reader fetches those bytes itself); the
+ * loader's ref is dropped and the readers waiting for it woken. */
+void lsq_http_chunk_loaded(struct http_source *hs, struct chunk *c, int ret)
+{
+	if (ret == LSQ_OK)
+		c->ready = true;
+	else if (!c->dead)
+		lsq_http_chunk_unlink(hs, c);
+	lsq_http_chunk_put(hs, c);
+	pthread_cond_broadcast(&hs->cv);
+}
+
+/* A range held by two chunks: readahead windows end at arbitrary bytes,
+ * blocks do not, so a block may start in one window and end in the next.
+ * The chunk holding its first byte and the one starting where that ends. */
+bool lsq_http_find_split_cover(struct http_source *hs, uint64_t off,
+			       size_t len, struct chunk **a, struct chunk **b)
+{
+	struct chunk *c1 = lsq_http_find_cover(hs, off, 1), *c2;
+	uint64_t mid;
+
+	if (!c1)
+		return false;
+	mid = c1->off + c1->len;
+	if (mid >= off + len)
+		return false;
+	c2 = lsq_http_find_cover(hs, mid, (size_t)(off + len - mid));
+	if (!c2)
+		return false;
+	*a = c1;
+	*b = c2;
+	return true;
+}
+
+/* A miss over a long round trip that no sequential readahead covers
+ * (hs->mu held): the loading chunk of the aligned window of w bytes around
+ * it (latency_window.h), trimmed so as not to fetch bytes other chunks
+ * hold, with *ra the bytes beyond the read; NULL when there is no room. */
+struct chunk *lsq_http_window_chunk(struct http_source *hs, uint64_t offset,
+				    size_t len, uint64_t w, uint64_t *ra)
+{
+	uint64_t lo, hi, end = offset + len;
+	struct chunk *c;
+
+	lo = offset & ~(w - 1);
+	hi = lo + w > end ? lo + w : end;
+	if (hi > hs->base.size)
+		hi = hs->base.size;
+	for (c = hs->chunks; c; c = c->next) {
+		if (c->off + c->len <= offset && c->off + c->len > lo)
+			lo = c->off + c->len;
+		if (c->off >= end && c->off < hi)
+			hi = c->off;
+	}
+	if (hi - lo <= len || !make_room_of(hs, hi - lo, NULL, true))
+		return NULL;
+	c = lsq_http_chunk_new(hs, lo, (size_t)(hi - lo), false);
+	if (!c)
+		return NULL;
+	/* lsq_http_chunk_new() charged the readahead memory */
+	hs->ra_bytes -= c->len;
+	hs->win_bytes += c->len;
+	c->refs = 1;
+	c->window = true;
+	*ra = hi - lo - len;
+	lsq_latency_window_fetched(&hs->win);
+	return c;
+}
+

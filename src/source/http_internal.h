@@ -1,0 +1,238 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * http_internal.h - what the files of the HTTP source share: the source
+ * object and its parts (mirrors, easy handles, chunks, streams, one
+ * transfer), the limits, and the functions that cross files. Include only
+ * from the HTTP source's own files, in a build with libcurl; the top of
+ * source_http.c has the design and says which file holds what.
+ */
+#ifndef LSQ_SOURCE_HTTP_INTERNAL_H
+#define LSQ_SOURCE_HTTP_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <curl/curl.h>
+
+#include "lsq/source.h"
+#include "source/curl_lazy.h"
+#include "source/latency_window.h"
+
+#define LSQ_HTTP_HEAD_SIZE (64u * 1024u)
+
+/* Limits and policy constants, documented in docs/http-source.md. */
+#define LSQ_HTTP_RA_FACTOR 8u          /* readahead cache = 8 x readahead */
+#define LSQ_HTTP_RA_MIN_CACHE (4u * 1024u * 1024u)
+#define LSQ_HTTP_RA_START (128u * 1024u)  /* first readahead window */
+#define LSQ_HTTP_STREAMS 8             /* sequential streams tracked */
+#define LSQ_HTTP_RA_SLACK (512u * 1024u) /* reordering a stream tolerates */
+#define LSQ_HTTP_MAX_PREFETCH 4        /* prefetch workers at most */
+#define LSQ_HTTP_RA_JUDGE (8u * 1024u * 1024u) /* readahead checked per */
+#define LSQ_HTTP_BACKOFF_BASE 0.2      /* seconds, doubled per retry */
+#define LSQ_HTTP_BACKOFF_MAX 8.0
+#define LSQ_HTTP_RETRY_AFTER_MAX 30.0
+#define LSQ_HTTP_LOW_SPEED 1024L       /* bytes/s ... */
+#define LSQ_HTTP_LOW_SPEED_TIME 15.0   /* ... for this long (or timeout) */
+
+enum verdict {
+	V_OK,
+	V_RETRY,    /* transient: connection, 5xx, 429, short body */
+	V_TIMEOUT,  /* transient: timed out */
+	V_CHANGED,  /* the image is not the one we mounted */
+	V_FATAL,    /* retrying this URL cannot help (404, TLS, ...) */
+};
+
+struct mirror {
+	char *url;
+	char *shown;          /* url for messages: no password, no query */
+	char *etag;           /* strong ETag, or NULL */
+	char *last_modified;  /* or NULL */
+	struct curl_slist *headers;  /* user headers + If-Range */
+};
+
+struct handle {
+	CURL *curl;
+	char errbuf[CURL_ERROR_SIZE];
+};
+
+/* A piece of the image held in memory: pinned (head, metadata region) or
+ * readahead (bounded, LRU). Immutable once READY; readers hold refs while
+ * they copy outside the lock. */
+struct chunk {
+	struct chunk *prev, *next;  /* in http_source.chunks, MRU first */
+	uint64_t off;
+	size_t len;
+	uint8_t *data;
+	unsigned refs;
+	bool ready;
+	bool pinned;
+	bool prefetch; /* loaded by a prefetch worker */
+	bool window;   /* a latency window around a random miss */
+	bool dead;    /* unlinked; freed by the last ref */
+	struct chunk *qnext;  /* in the prefetch queue */
+};
+
+struct stream {
+	uint64_t end;        /* where the next sequential read starts */
+	uint64_t window;     /* bytes per readahead request (grows) */
+	uint64_t fetched_to; /* end of what was requested for it */
+	uint64_t ahead;      /* bytes to keep loading past end (grows when
+			      * the reader catches up with the loads) */
+	uint64_t stamp;
+	bool confirmed;      /* reads continued it exactly: read ahead */
+	uint64_t run;        /* bytes of the current run of exact reads */
+	uint64_t need_run;   /* run that confirms it (grows when demoted) */
+	uint64_t spec_bytes; /* fetched ahead for it since the last check */
+	uint64_t spec_used;  /* bytes of its reads served from those */
+	uint64_t limit;      /* no reading ahead from here on: the end of
+			      * the file the reader is in, from the image's
+			      * run-end hint; UINT64_MAX when not known */
+};
+
+struct http_source {
+	struct lsq_source base;
+	struct lsq_http_options opt;
+	uint64_t base_offset;
+	uint64_t total;            /* size of the remote object */
+	struct mirror *mirrors;
+	unsigned nmirrors;
+	atomic_uint current;       /* mirror to try first */
+	struct curl_slist *user_headers;
+	char *cacert;              /* owned copy: handles are made lazily */
+	CURLSH *share;
+	pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
+
+	/* handle pool */
+	pthread_mutex_t pool_mu;
+	pthread_cond_t pool_cv;
+	struct handle **free_handles;
+	unsigned nfree, created;
+
+	/* memory: chunks, streams, pin */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct chunk *chunks;
+	uint64_t ra_bytes;         /* bytes of readahead chunks */
+	uint64_t win_bytes;        /* bytes of latency window chunks */
+	uint64_t win_limit;
+	uint64_t ra_limit;
+	struct stream streams[LSQ_HTTP_STREAMS];
+	uint64_t need_run;         /* exact run confirming a new stream */
+	uint64_t clock;
+
+	/* prefetch workers (started on the first sequential stream) */
+	pthread_cond_t queue_cv;
+	struct chunk *queue, *queue_tail;
+	pthread_t *prefetchers;
+	unsigned nprefetchers, prefetch_max, prefetch_inflight;
+	bool prefetch_allowed, prefetch_started, stopping;
+
+	/* transfer engine (threads allowed and libcurl has the multi calls) */
+	CURLM *multi;
+	pthread_t engine_thread;
+	pthread_mutex_t eng_mu;
+	pthread_cond_t eng_cv;
+	struct engine_job *eng_queue;
+	bool engine_started, eng_stop;
+	atomic_bool engine_on;
+	bool multiplexing;      /* a probe answered over HTTP/2 or later */
+
+	/* windows around random misses, sized from measured round trips */
+	struct lsq_latency_window win;
+
+	atomic_bool changed;
+	atomic_uint_least64_t not_before_ns;  /* Retry-After, CLOCK_MONOTONIC */
+	atomic_uint_least64_t seed;
+	atomic_uint_least64_t requests, bytes_fetched, retries, failures,
+		cache_hits, readahead_bytes, in_flight;
+};
+
+/* One transfer: what was asked, the current response's headers, and the
+ * verdict on it. */
+struct xfer {
+	struct http_source *hs;
+	const struct mirror *m;
+	bool probe;          /* at open: learn total and validators */
+	uint64_t off;        /* absolute offset in the remote object */
+	size_t want;
+	uint8_t *buf;
+	size_t got;
+	/* the current response's headers */
+	long status;
+	bool have_cr, cr_star;
+	uint64_t cr_first, cr_last, cr_total;
+	bool have_clen;
+	uint64_t clen;
+	char etag[256];
+	char last_modified[128];
+	double retry_after;
+	/* outcome */
+	bool final_seen;
+	bool multiplexed;    /* probe: the answer came over HTTP/2 or later */
+	enum verdict verdict;
+	char why[256];
+};
+
+/* ---- source_http.c ---- */
+
+extern const struct lsq_source_ops lsq_http_ops;
+void lsq_http_destroy(struct lsq_source *src);
+
+/* ---- http_response.c: what a response says, libcurl's callbacks ---- */
+
+char *lsq_http_trim(char *s);
+void lsq_http_set_verdict(struct xfer *x, enum verdict v, const char *fmt,
+			  ...) __attribute__((format(printf, 3, 4)));
+size_t lsq_http_on_header(char *line, size_t size, size_t nitems,
+			  void *user);
+size_t lsq_http_on_body(char *data, size_t size, size_t nmemb, void *user);
+
+/* ---- http_transfer.c: the handle pool, one GET, a read with retries ---- */
+
+void lsq_http_sleep_seconds(double s);
+double lsq_http_backoff(struct http_source *hs, unsigned attempt,
+			double retry_after);
+void lsq_http_transfer(struct xfer *x, const struct curl_slist *headers);
+int lsq_http_fetch(struct http_source *hs, uint8_t *buf, size_t len,
+		   uint64_t off, bool speculative);
+
+/* ---- http_engine.c: the multi-handle thread (HTTP/2) ---- */
+
+CURLcode lsq_http_engine_perform(struct http_source *hs, struct handle *h);
+void lsq_http_engine_start(struct http_source *hs);
+void lsq_http_engine_stop(struct http_source *hs);
+
+/* ---- http_chunks.c: head, readahead and window memory ---- */
+
+void lsq_http_chunk_unlink(struct http_source *hs, struct chunk *c);
+void lsq_http_chunk_free(struct chunk *c);
+void lsq_http_chunk_put(struct http_source *hs, struct chunk *c);
+void lsq_http_chunk_link_front(struct http_source *hs, struct chunk *c);
+struct chunk *lsq_http_chunk_new(struct http_source *hs, uint64_t off,
+				 size_t len, bool pinned);
+void lsq_http_chunk_loaded(struct http_source *hs, struct chunk *c, int ret);
+struct chunk *lsq_http_find_cover(struct http_source *hs, uint64_t off,
+				  size_t len);
+bool lsq_http_find_split_cover(struct http_source *hs, uint64_t off,
+			       size_t len, struct chunk **a,
+			       struct chunk **b);
+uint64_t lsq_http_trim_to_next_chunk(struct http_source *hs, uint64_t end,
+				     uint64_t ra);
+bool lsq_http_make_room(struct http_source *hs, uint64_t need,
+			const struct stream *keep);
+struct chunk *lsq_http_window_chunk(struct http_source *hs, uint64_t offset,
+				    size_t len, uint64_t w, uint64_t *ra);
+
+/* ---- http_readahead.c: sequential streams, prefetch workers ---- */
+
+void lsq_http_note_hit(struct http_source *hs, struct chunk *c,
+		       uint64_t offset, size_t len, bool waited);
+struct chunk *lsq_http_readahead_miss(struct http_source *hs,
+				      uint64_t offset, size_t len,
+				      uint64_t *beyond);
+void lsq_http_prefetch_stop(struct http_source *hs);
+
+#endif

@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * http_readahead.c - reading ahead of sequential readers: the streams
+ * (which read continues which, which stream is confirmed, whether reading
+ * ahead pays for it, where its reader's file ends) and the prefetch
+ * workers that keep windows loading in the background. read_at tells it
+ * of every hit (lsq_http_note_hit()) and asks it on a miss
+ * (lsq_http_readahead_miss()); the chunks it loads are http_chunks.c's.
+ * Apart because it is policy that neither the memory nor the transport
+ * needs to know.
+ */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lsq/error.h"
+#include "lsq/source.h"
+#include "source/http_internal.h"
+
+/* What the reader's thread said of the file it reads: readahead stays in
+ * it. A read without a hint (not a file's data: tables, the superblock)
+ * leaves the stream's limit as it was, so it cannot let readahead run
+ * past the end of the file the stream was reading. */
+static void stream_take_hint(struct stream *s, uint64_t offset)
+{
+	uint64_t end = lsq_source_run_end();
+
+	if (end > offset)
+		s->limit = end;
+}
+
+/* Readahead wanted for s from start on, at most n: none past its limit. */
+static uint64_t within_limit(const struct stream *s, uint64_t start,
+			     uint64_t n)
+{
+	if (start >= s->limit)
+		return 0;
+	return n < s->limit - start ? n : s->limit - start;
+}
+
+/* Sequential detection (hs->mu held): the stream this read belongs to, or
+ * NULL when it starts a new one (which replaces the least recently used).
+ * A read within LSQ_HTTP_RA_SLACK of a stream's end belongs to it: the
+ * kernel and the FUSE workers deliver one reader's requests in parallel,
+ * slightly out of order, and splitting the stream there would restart its
+ * window. Only a read that starts exactly at the end (*exact) confirms the
+ * stream and earns a window on a miss; a stream never confirmed (random
+ * reads that happen to land close) never fetches ahead. A stream the read
+ * belongs to takes its reader's run-end hint. */
+static struct stream *stream_advance(struct http_source *hs, uint64_t off,
+				     size_t len, bool *exact)
+{
+	struct stream *oldest = &hs->streams[0];
+
+	hs->clock++;
+	*exact = false;
+	for (unsigned i = 0; i < LSQ_HTTP_STREAMS; i++) {
+		struct stream *s = &hs->streams[i];
+
+		if (s->stamp && off + LSQ_HTTP_RA_SLACK >= s->end &&
+		    off <= s->end + LSQ_HTTP_RA_SLACK) {
+			*exact = off == s->end;
+			if (*exact)
+				s->run += len;
+			else if (off > s->end)
+				s->run = 0;  /* skipped bytes: not sequential */
+			if (s->run >= s->need_run)
+				s->confirmed = true;
+			if (off + len > s->end)
+				s->end = off + len;
+			s->stamp = hs->clock;
+			stream_take_hint(s, off);
+			return s;
+		}
+		if (s->stamp < oldest->stamp)
+			oldest = s;
+	}
+	oldest->end = off + len;
+	oldest->fetched_to = off + len;
+	oldest->stamp = hs->clock;
+	oldest->window = hs->opt.readahead < LSQ_HTTP_RA_START
+				 ? hs->opt.readahead : LSQ_HTTP_RA_START;
+	oldest->ahead = hs->opt.readahead;
+	oldest->confirmed = false;
+	oldest->run = 0;
+	oldest->need_run = hs->need_run;
+	oldest->spec_bytes = oldest->spec_used = 0;
+	oldest->limit = UINT64_MAX;
+	return NULL;
+}
+
+/* Whether reading ahead pays for this stream (hs->mu held). Every
+ * LSQ_HTTP_RA_JUDGE bytes fetched ahead (more for a long reach), compare
+ * them with what the reader took from them, allowing for what is still
+ * ahead of it: a reader that skips (files picked out of a directory,
+ * blocks in image order with gaps between) leaves most of it unread.
+ * Then the stream is demoted and it, and every stream started after, must
+ * show a longer run of exact reads to be confirmed; a stream that pays
+ * halves that run again. */
+static bool worth_reading_ahead(struct http_source *hs, struct stream *s)
+{
+	uint64_t span = 4 * s->ahead;
+	bool ok;
+
+	if (span < LSQ_HTTP_RA_JUDGE)
+		span = LSQ_HTTP_RA_JUDGE;
+	if (s->spec_bytes < span)
+		return true;
+	ok = (s->spec_used + s->ahead) * 4 >= s->spec_bytes * 3;
+	s->spec_bytes = s->spec_used = 0;
+	/* what is learnt holds for the streams this reader starts next */
+	if (ok) {
+		hs->need_run /= 2;
+		return true;
+	}
+	hs->need_run = hs->need_run ? 2 * hs->need_run
+				    : LSQ_HTTP_RA_START * 8;
+	if (hs->need_run > LSQ_HTTP_RA_JUDGE)
+		hs->need_run = LSQ_HTTP_RA_JUDGE;
+	s->confirmed = false;
+	s->run = 0;
+	s->need_run = hs->need_run;
+	s->window = hs->opt.readahead < LSQ_HTTP_RA_START
+			    ? hs->opt.readahead : LSQ_HTTP_RA_START;
+	s->ahead = hs->opt.readahead;
+	return false;
+}
+
+static void grow_window(struct http_source *hs, struct stream *s)
+{
+	s->window *= 2;
+	if (s->window > hs->opt.readahead)
+		s->window = hs->opt.readahead;
+}
+
+/* The reader caught up with the loads (waited for one, or missed): keep
+ * more in flight, up to half the readahead memory. */
+static void reach_further(struct http_source *hs, struct stream *s)
+{
+	s->ahead *= 2;
+	if (s->ahead > hs->ra_limit / 2)
+		s->ahead = hs->ra_limit / 2;
+}
+
+static void *prefetch_worker(void *arg);
+
+static bool start_prefetchers(struct http_source *hs)
+{
+	if (!hs->prefetch_allowed)
+		return false;
+	if (hs->prefetch_started)
+		return hs->nprefetchers > 0;
+	hs->prefetch_started = true;
+	for (unsigned i = 0; i < hs->prefetch_max; i++) {
+		if (pthread_create(&hs->prefetchers[i], NULL, prefetch_worker,
+				   hs) != 0)
+			break;
+		hs->nprefetchers++;
+	}
+	return hs->nprefetchers > 0;
+}
+
+/* Keep up to s->ahead bytes past the reader loading in the background,
+ * one window per request, so a sequential reader over a slow link finds
+ * its next bytes already in memory. hs->mu held. */
+static void schedule_ahead(struct http_source *hs, struct stream *s)
+{
+	uint64_t size = hs->base.size;
+
+	for (unsigned guard = 0; guard < 4 * LSQ_HTTP_MAX_PREFETCH; guard++) {
+		uint64_t start = s->fetched_to, n = s->window;
+		struct chunk *c;
+
+		if (start < s->end)
+			start = s->fetched_to = s->end;
+		if (start >= size || start >= s->end + s->ahead ||
+		    hs->prefetch_inflight >= hs->nprefetchers)
+			return;
+		if (n > size - start)
+			n = size - start;
+		n = within_limit(s, start, n);
+		if (n == 0)
+			return;
+		n = lsq_http_trim_to_next_chunk(hs, start, n);
+		if (n == 0) {  /* held or loading already: look past it */
+			c = lsq_http_find_cover(hs, start, 1);
+			if (!c)
+				return;
+			s->fetched_to = c->off + c->len;
+			continue;
+		}
+		if (!lsq_http_make_room(hs, n, s))
+			return;
+		c = lsq_http_chunk_new(hs, start, (size_t)n, false);
+		if (!c)
+			return;
+		c->refs = 1;  /* the job's */
+		c->prefetch = true;
+		if (hs->queue_tail)
+			hs->queue_tail->qnext = c;
+		else
+			hs->queue = c;
+		hs->queue_tail = c;
+		hs->prefetch_inflight++;
+		s->fetched_to = start + n;
+		s->spec_bytes += n;
+		grow_window(hs, s);
+		pthread_cond_signal(&hs->queue_cv);
+	}
+}
+
+static void *prefetch_worker(void *arg)
+{
+	struct http_source *hs = arg;
+
+	pthread_setname_np(pthread_self(), "sqfs-prefetch");
+	pthread_mutex_lock(&hs->mu);
+	for (;;) {
+		struct chunk *c;
+		int ret;
+
+		while (!hs->stopping && !hs->queue)
+			pthread_cond_wait(&hs->queue_cv, &hs->mu);
+		if (hs->stopping)
+			break;
+		c = hs->queue;
+		hs->queue = c->qnext;
+		if (!hs->queue)
+			hs->queue_tail = NULL;
+		c->qnext = NULL;
+		pthread_mutex_unlock(&hs->mu);
+		ret = lsq_http_fetch(hs, c->data, c->len, c->off, true);
+		if (ret == LSQ_OK)
+			atomic_fetch_add_explicit(&hs->readahead_bytes, c->len,
+						  memory_order_relaxed);
+		pthread_mutex_lock(&hs->mu);
+		hs->prefetch_inflight--;
+		lsq_http_chunk_loaded(hs, c, ret);
+	}
+	pthread_mutex_unlock(&hs->mu);
+	return NULL;
+}
+
+/* A read served from memory: LRU, then the reader's stream (hs->mu). */
+void lsq_http_note_hit(struct http_source *hs, struct chunk *c, uint64_t offset,
+		       size_t len, bool waited)
+{
+	struct stream *s;
+	bool exact;
+
+	c->refs++;
+	if (!c->pinned && c != hs->chunks) {
+		/* LRU: move to the front */
+		lsq_http_chunk_unlink(hs, c);
+		c->dead = false;
+		if (c->window)
+			hs->win_bytes += c->len;
+		else
+			hs->ra_bytes += c->len;
+		lsq_http_chunk_link_front(hs, c);
+	}
+	if (c->pinned || !hs->opt.readahead)
+		return;
+	s = stream_advance(hs, offset, len, &exact);
+	if (!s || !s->confirmed)
+		return;
+	s->spec_used += len;
+	if (!worth_reading_ahead(hs, s))
+		return;
+	if (waited)
+		reach_further(hs, s);
+	if (start_prefetchers(hs))
+		schedule_ahead(hs, s);
+}
+
+/* A miss that continues a confirmed stream exactly (hs->mu held): the
+ * loading chunk of the read and a window after it, *beyond the bytes past
+ * the read; NULL when the read belongs to no such stream or there is no
+ * room. The prefetch workers keep loading further ahead of the stream. */
+struct chunk *lsq_http_readahead_miss(struct http_source *hs,
+				      uint64_t offset, size_t len,
+				      uint64_t *beyond)
+{
+	struct stream *s;
+	struct chunk *c = NULL;
+	uint64_t ra = 0;
+	bool exact;
+
+	s = stream_advance(hs, offset, len, &exact);
+	if (s && (!s->confirmed || !worth_reading_ahead(hs, s)))
+		s = NULL;
+	if (s && exact) {
+		reach_further(hs, s);
+		ra = s->window;
+		if (ra > hs->base.size - offset - len)
+			ra = hs->base.size - offset - len;
+		ra = within_limit(s, offset + len, ra);
+		ra = lsq_http_trim_to_next_chunk(hs, offset + len, ra);
+		if (ra && lsq_http_make_room(hs, len + ra, s))
+			c = lsq_http_chunk_new(hs, offset, (size_t)(len + ra),
+					       false);
+		if (c) {
+			c->refs = 1;
+			s->spec_bytes += ra;
+			if (s->fetched_to < offset + len + ra)
+				s->fetched_to = offset + len + ra;
+			grow_window(hs, s);
+		}
+	}
+	if (s && start_prefetchers(hs))
+		schedule_ahead(hs, s);
+	*beyond = ra;
+	return c;
+}
+
+/* Stop the prefetchers: queued jobs are dropped, running ones end
+ * within the transfer timeouts. */
+void lsq_http_prefetch_stop(struct http_source *hs)
+{
+	pthread_mutex_lock(&hs->mu);
+	hs->stopping = true;
+	while (hs->queue) {
+		struct chunk *c = hs->queue;
+
+		hs->queue = c->qnext;
+		if (!c->dead)
+			lsq_http_chunk_unlink(hs, c);
+		lsq_http_chunk_put(hs, c);
+	}
+	hs->queue_tail = NULL;
+	pthread_cond_broadcast(&hs->queue_cv);
+	pthread_mutex_unlock(&hs->mu);
+	for (unsigned i = 0; i < hs->nprefetchers; i++)
+		pthread_join(hs->prefetchers[i], NULL);
+}

@@ -1,0 +1,382 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * http_transfer.c - getting bytes over the network: the pool of easy
+ * handles (mutex + condvar, made lazily, at most max_connections), one
+ * range GET of a mirror (on the calling thread, or through the engine
+ * while it runs), and lsq_http_fetch(): a read with retries, exponential
+ * backoff with jitter, Retry-After for every request of the source,
+ * failover between mirrors, and the sticky "remote image changed". Every
+ * byte of the image comes through here (the probe at open makes its
+ * transfers directly). Apart from the memory and readahead above it,
+ * which never see a handle, and from the response checks
+ * (http_response.c), which never see a retry.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "lsq/error.h"
+#include "source/http_internal.h"
+
+void lsq_http_sleep_seconds(double s)
+{
+	struct timespec ts;
+
+	if (s <= 0)
+		return;
+	ts.tv_sec = (time_t)s;
+	ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+static double jitter(struct http_source *hs)
+{
+	uint64_t x = atomic_fetch_add(&hs->seed, 0x9E3779B97F4A7C15ull);
+
+	x ^= x >> 30;
+	x *= 0xBF58476D1CE4E5B9ull;
+	x ^= x >> 27;
+	x *= 0x94D049BB133111EBull;
+	x ^= x >> 31;
+	return (double)(x >> 11) / 9007199254740992.0;  /* [0, 1) */
+}
+
+/* Seconds as curl's milliseconds: at least 1 (0 would mean "none"), at
+ * most about 11 days. */
+static long millis(double seconds)
+{
+	double ms = seconds * 1000.0;
+
+	if (!(ms >= 1.0))
+		return 1;
+	if (ms > 1e9)
+		return 1000000000L;
+	return (long)ms;
+}
+
+static struct handle *new_handle(struct http_source *hs)
+{
+	const struct lsq_http_options *o = &hs->opt;
+	struct handle *h = calloc(1, sizeof(*h));
+	double low_time = o->timeout > 0 && o->timeout < LSQ_HTTP_LOW_SPEED_TIME
+				  ? o->timeout : LSQ_HTTP_LOW_SPEED_TIME;
+	CURL *c;
+
+	if (!h)
+		return NULL;
+	c = h->curl = curl_easy_init();
+	if (!c) {
+		free(h);
+		return NULL;
+	}
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, h->errbuf);
+	curl_easy_setopt(c, CURLOPT_USERAGENT, "sqfs-lazy/" LSQ_VERSION);
+	curl_easy_setopt(c, CURLOPT_HTTP_VERSION,
+			 (long)CURL_HTTP_VERSION_2TLS);
+#if LIBCURL_VERSION_NUM >= 0x075500
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#else
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS,
+			 (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+	curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS,
+			 (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+	curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
+	curl_easy_setopt(c, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
+	curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 256L * 1024L);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
+			 millis(o->connect_timeout));
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, millis(o->timeout));
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, LSQ_HTTP_LOW_SPEED);
+	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME,
+			 low_time < 1.0 ? 1L : (long)low_time);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, lsq_http_on_header);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, lsq_http_on_body);
+	if (hs->share)
+		curl_easy_setopt(c, CURLOPT_SHARE, hs->share);
+	if (o->cacert)
+		curl_easy_setopt(c, CURLOPT_CAINFO, o->cacert);
+	if (o->insecure) {
+		curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+		curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+	}
+	return h;
+}
+
+static struct handle *acquire_handle(struct http_source *hs)
+{
+	struct handle *h = NULL;
+
+	pthread_mutex_lock(&hs->pool_mu);
+	while (hs->nfree == 0 && hs->created >= hs->opt.max_connections)
+		pthread_cond_wait(&hs->pool_cv, &hs->pool_mu);
+	if (hs->nfree > 0) {
+		h = hs->free_handles[--hs->nfree];
+		pthread_mutex_unlock(&hs->pool_mu);
+		return h;
+	}
+	hs->created++;
+	pthread_mutex_unlock(&hs->pool_mu);
+	h = new_handle(hs);
+	if (!h) {
+		pthread_mutex_lock(&hs->pool_mu);
+		hs->created--;
+		pthread_cond_signal(&hs->pool_cv);
+		pthread_mutex_unlock(&hs->pool_mu);
+	}
+	return h;
+}
+
+static void release_handle(struct http_source *hs, struct handle *h)
+{
+	pthread_mutex_lock(&hs->pool_mu);
+	hs->free_handles[hs->nfree++] = h;
+	pthread_cond_signal(&hs->pool_cv);
+	pthread_mutex_unlock(&hs->pool_mu);
+}
+
+static bool transient_curl_error(CURLcode rc)
+{
+	switch (rc) {
+	case CURLE_COULDNT_RESOLVE_PROXY:
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_PARTIAL_FILE:
+	case CURLE_HTTP2:
+	case CURLE_HTTP2_STREAM:
+	case CURLE_GOT_NOTHING:
+	case CURLE_SEND_ERROR:
+	case CURLE_RECV_ERROR:
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_HTTP3:
+	case CURLE_QUIC_CONNECT_ERROR:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static bool answered_multiplexed(CURL *curl)
+{
+#if LIBCURL_VERSION_NUM >= 0x073200
+	long version = 0;
+
+	return curl_easy_getinfo(curl, CURLINFO_HTTP_VERSION, &version) ==
+		       CURLE_OK &&
+	       version >= (long)CURL_HTTP_VERSION_2_0;
+#else
+	(void)curl;
+	return false;
+#endif
+}
+
+/* Round trip (request sent to first byte) and body throughput of a
+ * transfer that just succeeded, for the latency windows. */
+static void sample_timing(struct http_source *hs, CURL *curl, size_t bytes)
+{
+	curl_off_t pre = 0, first = 0, total = 0;
+
+	if (curl_easy_getinfo(curl, CURLINFO_PRETRANSFER_TIME_T, &pre) ||
+	    curl_easy_getinfo(curl, CURLINFO_STARTTRANSFER_TIME_T, &first) ||
+	    curl_easy_getinfo(curl, CURLINFO_TOTAL_TIME_T, &total) ||
+	    first < pre || total < first)
+		return;
+	lsq_latency_window_sample(&hs->win, (uint64_t)(first - pre) * 1000u,
+				  bytes, (uint64_t)(total - first) * 1000u);
+}
+
+/* One GET of [x->off, x->off + x->want) from mirror m into x->buf. */
+void lsq_http_transfer(struct xfer *x, const struct curl_slist *headers)
+{
+	struct http_source *hs = x->hs;
+	struct handle *h;
+	char range[64];
+	CURLcode rc;
+
+	h = acquire_handle(hs);
+	if (!h) {
+		lsq_http_set_verdict(x, V_RETRY, "out of memory for a "
+				     "connection");
+		return;
+	}
+	snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, x->off,
+		 x->off + x->want - 1);
+	h->errbuf[0] = '\0';
+	curl_easy_setopt(h->curl, CURLOPT_URL, x->m->url);
+	curl_easy_setopt(h->curl, CURLOPT_RANGE, range);
+	curl_easy_setopt(h->curl, CURLOPT_HTTPHEADER, headers);
+	curl_easy_setopt(h->curl, CURLOPT_HEADERDATA, x);
+	curl_easy_setopt(h->curl, CURLOPT_WRITEDATA, x);
+	x->verdict = V_OK;
+	x->why[0] = '\0';
+	atomic_fetch_add_explicit(&hs->requests, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&hs->in_flight, 1, memory_order_relaxed);
+	rc = atomic_load(&hs->engine_on) ? lsq_http_engine_perform(hs, h)
+					 : curl_easy_perform(h->curl);
+	atomic_fetch_sub_explicit(&hs->in_flight, 1, memory_order_relaxed);
+	if (x->probe)  /* only the probe's answer decides on the engine */
+		x->multiplexed = answered_multiplexed(h->curl);
+	if (rc == CURLE_OK && x->verdict == V_OK && x->got == x->want)
+		sample_timing(hs, h->curl, x->got);
+
+	if (rc == CURLE_OK) {
+		if (!x->final_seen)
+			lsq_http_set_verdict(x, V_RETRY, "no response");
+		else if (x->verdict == V_OK && x->got != x->want)
+			lsq_http_set_verdict(x, V_RETRY, "short body: %zu of "
+					     "%zu bytes", x->got, x->want);
+	} else if (rc == CURLE_WRITE_ERROR && x->verdict != V_OK) {
+		/* we aborted; the verdict says why */
+	} else if (rc == CURLE_OPERATION_TIMEDOUT) {
+		lsq_http_set_verdict(x, V_TIMEOUT, "timed out: %s",
+				     h->errbuf[0] ? h->errbuf
+						  : curl_easy_strerror(rc));
+	} else {
+		/* A failure after a good header block: short/reset body. */
+		lsq_http_set_verdict(x, transient_curl_error(rc) ? V_RETRY
+							       : V_FATAL, "%s",
+				     h->errbuf[0] ? h->errbuf
+						  : curl_easy_strerror(rc));
+	}
+	curl_easy_setopt(h->curl, CURLOPT_HTTPHEADER, NULL);
+	release_handle(hs, h);
+}
+
+static void mark_changed(struct http_source *hs, const struct mirror *m,
+			 const char *why)
+{
+	if (!atomic_exchange(&hs->changed, true))
+		lsq_err_log("remote image changed: %s (%s); every further "
+			    "read fails", m->shown, why);
+}
+
+double lsq_http_backoff(struct http_source *hs, unsigned attempt,
+			double retry_after)
+{
+	double d = LSQ_HTTP_BACKOFF_BASE;
+
+	for (unsigned i = 0; i < attempt && d < LSQ_HTTP_BACKOFF_MAX; i++)
+		d *= 2;
+	if (d > LSQ_HTTP_BACKOFF_MAX)
+		d = LSQ_HTTP_BACKOFF_MAX;
+	d = d / 2 + d / 2 * jitter(hs);
+	if (retry_after > 0)
+		d = retry_after > LSQ_HTTP_RETRY_AFTER_MAX
+			    ? LSQ_HTTP_RETRY_AFTER_MAX : retry_after;
+	return d;
+}
+
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static double seconds_until(uint64_t when_ns)
+{
+	uint64_t now = monotonic_ns();
+
+	return when_ns > now ? (double)(when_ns - now) / 1e9 : 0;
+}
+
+/* Hold every request of this source back for s seconds from now. */
+static void not_before(struct http_source *hs, double s)
+{
+	uint64_t want = monotonic_ns() + (uint64_t)(s * 1e9);
+	uint64_t cur = atomic_load(&hs->not_before_ns);
+
+	while (cur < want &&
+	       !atomic_compare_exchange_weak(&hs->not_before_ns, &cur, want))
+		;
+}
+
+/* Fetch [off, off+len) of the image (source coordinates) into buf, with
+ * retries and mirror failover. speculative (readahead): one try, quiet. */
+int lsq_http_fetch(struct http_source *hs, uint8_t *buf, size_t len,
+		   uint64_t off, bool speculative)
+{
+	/* A failed readahead costs nothing: the reader fetches for itself,
+	 * with retries, and reports. */
+	unsigned tries = speculative ? 1 : hs->opt.retries + 1;
+	enum verdict last = V_RETRY;
+	struct xfer x;
+	char why[256] = "";
+	const char *url = hs->mirrors[0].shown;
+
+	for (unsigned attempt = 0; attempt < tries; attempt++) {
+		unsigned cur = atomic_load(&hs->current);
+		unsigned mi = cur % hs->nmirrors;
+		const struct mirror *m = &hs->mirrors[mi];
+		double wait = seconds_until(atomic_load(&hs->not_before_ns));
+
+		if (atomic_load(&hs->changed))
+			return LSQ_ERR_REMOTE_CHANGED;
+		/* The server asked everyone to come back later (Retry-After):
+		 * a reader waits, a readahead gives up. */
+		if (wait > 0 && speculative)
+			return LSQ_ERR_IO;
+		if (wait > 0)
+			lsq_http_sleep_seconds(wait);
+		if (attempt > 0)
+			atomic_fetch_add_explicit(&hs->retries, 1,
+						  memory_order_relaxed);
+		memset(&x, 0, sizeof(x));
+		x.hs = hs;
+		x.m = m;
+		x.off = off + hs->base_offset;
+		x.want = len;
+		x.buf = buf;
+		lsq_http_transfer(&x, m->headers);
+		if (x.verdict == V_OK)
+			return LSQ_OK;
+		if (x.verdict == V_CHANGED) {
+			mark_changed(hs, m, x.why);
+			return LSQ_ERR_REMOTE_CHANGED;
+		}
+		if (x.retry_after > 0)
+			not_before(hs, x.retry_after > LSQ_HTTP_RETRY_AFTER_MAX
+					       ? LSQ_HTTP_RETRY_AFTER_MAX
+					       : x.retry_after);
+		last = x.verdict;
+		url = m->shown;
+		snprintf(why, sizeof(why), "%s", x.why);
+		lsq_debug("%s: bytes %" PRIu64 "-%" PRIu64 ": %s (try %u of %u)",
+			  m->shown, x.off, x.off + len - 1, x.why, attempt + 1,
+			  tries);
+		/* Another mirror may do better; move everyone on. */
+		if (hs->nmirrors > 1)
+			atomic_compare_exchange_strong(&hs->current, &cur,
+						       (mi + 1) % hs->nmirrors);
+		if (x.verdict == V_FATAL && hs->nmirrors == 1)
+			break;
+		if (attempt + 1 < tries && !(x.verdict == V_FATAL))
+			lsq_http_sleep_seconds(lsq_http_backoff(hs, attempt,
+								x.retry_after));
+	}
+	if (speculative) {
+		lsq_debug("%s: readahead of bytes %" PRIu64 "-%" PRIu64
+			  " failed: %s", url, off + hs->base_offset,
+			  off + hs->base_offset + len - 1, why);
+		return LSQ_ERR_IO;
+	}
+	atomic_fetch_add_explicit(&hs->failures, 1, memory_order_relaxed);
+	lsq_err_log("%s: read of bytes %" PRIu64 "-%" PRIu64 " failed: %s",
+		    url, off + hs->base_offset, off + hs->base_offset + len - 1,
+		    why);
+	return last == V_TIMEOUT ? LSQ_ERR_TIMEOUT : LSQ_ERR_IO;
+}
+

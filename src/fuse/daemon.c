@@ -37,6 +37,7 @@
 #include "common/log.h"
 #include "common/sd_notify.h"
 #include "common/url.h"
+#include "fuse/conn_guard.h"
 #include "fuse/mount.h"
 #include "fuse/options.h"
 #include "fuse/recorder.h"
@@ -270,7 +271,7 @@ static int open_image(const struct lsq_mount_options *opt,
 		.cache = &copts,
 	};
 	struct lsq_source *src;
-	char errbuf[512] = "", warn[512];
+	char errbuf[512] = "", warn[1024];
 	char *shown;
 	int err;
 
@@ -308,9 +309,10 @@ static int run_mount(struct lsq_mount_options *opt)
 	bool served = false;
 	struct ready_notifier ready = { .running = false };
 	struct lsq_uring *uring = NULL;
+	struct lsq_conn_guard guard = { .pid = 0 };
 	struct fuse_session *se;
 	struct stat below;
-	char *shown = NULL;
+	char *shown = NULL, *canonical = NULL;
 	sigset_t usr1;
 	int status = 1;
 	int ret;
@@ -353,6 +355,8 @@ static int run_mount(struct lsq_mount_options *opt)
 		lsq_err_log("%s: %s", opt->mountpoint, strerror(errno));
 		goto out_remove_handlers;
 	}
+	/* before the mount: resolving the path afterwards would ask us */
+	canonical = realpath(opt->mountpoint, NULL);
 	if (fuse_session_mount(se, opt->mountpoint) != 0)
 		goto out_remove_handlers;
 	if (!opt->foreground) {
@@ -363,6 +367,7 @@ static int run_mount(struct lsq_mount_options *opt)
 		fuse_set_log_func(log_from_fuse);
 	}
 
+	lsq_conn_guard_start(&guard, canonical);
 	/* no fork after this point: background fetches may use threads */
 	lsq_source_allow_threads(lsq_image_source(m.img));
 	lsq_startup_profile_start(&profile, opt, m.img);
@@ -394,9 +399,11 @@ static int run_mount(struct lsq_mount_options *opt)
 
 out_unmount:
 	fuse_session_unmount(se);
+	lsq_conn_guard_disarm(&guard);
 	lsq_uring_stop(uring);  /* the unmount ended the rings' fetches */
 	m.uring = NULL;         /* freed: the final stats line must not read it */
 out_remove_handlers:
+	free(canonical);
 	fuse_remove_signal_handlers(se);
 out_destroy:
 	fuse_session_destroy(se);
@@ -510,6 +517,9 @@ int lsq_mount_main(int argc, char **argv)
 	int err;
 
 	lsq_log_set_prefix(PROG);
+	if (argc > 0)
+		lsq_conn_guard_set_cmdline(argv[0], (size_t)(argv[argc - 1] +
+			strlen(argv[argc - 1]) + 1 - argv[0]));
 	hide_url_credentials(argc, argv);
 	err = lsq_mount_options_parse(&opt, argc, argv);
 	if (err == LSQ_ERR_NOMEM)

@@ -32,6 +32,8 @@ enum lsq_err {
 	LSQ_ERR_RANGE = -15,         /* caller's buffer is too small */
 	LSQ_ERR_INVALID = -16,       /* bad argument from the caller */
 	LSQ_ERR_NAME_TOO_LONG = -17, /* name longer than the format allows */
+	LSQ_ERR_UNREACHABLE = -18,   /* no answer from the server (refused,
+				      * reset, 5xx) after all retries */
 };
 
 /* Static, human-readable text for an lsq_err value (never NULL). */

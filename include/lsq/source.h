@@ -109,6 +109,8 @@ struct lsq_cache_options {
 				     * metadata) whole on first use; keep it */
 	const char *dir;            /* persistent cache directory, or NULL */
 	uint64_t dir_bytes;         /* bound of the persistent cache */
+	int offline_ok;             /* a URL whose server cannot be reached
+				     * opens as dir recorded it last time */
 };
 
 #define LSQ_CACHE_PIN_MAX (64u * 1024u * 1024u) /* metadata region cap */
@@ -184,6 +186,10 @@ struct lsq_http_options {
 	int insecure;               /* skip TLS verification (0) */
 	const char *mirrors[LSQ_HTTP_MAX_MIRRORS]; /* other copies of the image */
 	unsigned nmirrors;
+	/* Open without asking the server: size and validator as an earlier
+	 * open recorded them ("SIZE\nVALIDATOR", see offline_ok); nothing is
+	 * pinned, so the head comes through the caches like any read. */
+	const char *known;
 };
 
 /* Counters of an HTTP source (one request = one HTTP transfer). */
@@ -197,6 +203,7 @@ struct lsq_http_stats {
 	uint64_t in_flight;       /* transfers running now */
 	uint64_t rtt_us;          /* round trip measured (min, recent) */
 	uint64_t windows;         /* latency windows fetched around misses */
+	uint64_t buffer_bytes;    /* readahead and window memory held now */
 	uint64_t window_hits;     /* reads served by a window they did not
 				   * fetch */
 };
@@ -214,6 +221,7 @@ int lsq_source_is_url(const char *url);
  * must honour Range. file://: the local file source. Every mirror is
  * probed too and must match. On failure a one-line reason is written to
  * err (never header values) and LSQ_ERR_IO, LSQ_ERR_TIMEOUT,
+ * LSQ_ERR_UNREACHABLE (no usable answer after the retries),
  * LSQ_ERR_INVALID, LSQ_ERR_UNSUPPORTED (no libcurl) or LSQ_ERR_NOMEM is
  * returned. Starts no thread that outlives the call. */
 int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,

@@ -24,6 +24,7 @@ const char *lsq_strerror(int err)
 	case LSQ_ERR_RANGE: return "buffer too small";
 	case LSQ_ERR_INVALID: return "invalid argument";
 	case LSQ_ERR_NAME_TOO_LONG: return "name too long";
+	case LSQ_ERR_UNREACHABLE: return "server unreachable";
 	}
 	return "unknown error";
 }
@@ -46,6 +47,7 @@ int lsq_err_to_errno(int err)
 	case LSQ_ERR_NAME_TOO_LONG: return ENAMETOOLONG;
 	case LSQ_ERR_UNSUPPORTED: return EOPNOTSUPP;
 	case LSQ_ERR_IO:
+	case LSQ_ERR_UNREACHABLE:
 	case LSQ_ERR_TIMEOUT:
 	case LSQ_ERR_CORRUPT:
 	case LSQ_ERR_OVERFLOW:

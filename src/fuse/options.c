@@ -395,6 +395,10 @@ static int parse_item(struct lsq_mount_options *opt, char *item,
 	} else if (IS("cache_size")) {
 		NEED_VALUE();
 		return parse_bytes(name, value, &opt->cache_opts.dir_bytes);
+	} else if (IS("offline_ok")) {
+		NO_VALUE();
+		opt->cache_opts.offline_ok = 1;
+		return LSQ_OK;
 	} else if (IS("dev") || IS("nodev")) {
 		NO_VALUE();
 		opt->dev = IS("dev");
@@ -665,6 +669,11 @@ int lsq_mount_options_parse(struct lsq_mount_options *opt, int argc,
 			break;
 		}
 		opt->image = pos[0];
+		if (opt->cache_opts.offline_ok && !opt->cache_opts.dir) {
+			err = usage_error("-o offline_ok needs -o cache_dir",
+					  NULL);
+			break;
+		}
 		err = check_mountpoint(pos[1], &opt->mountpoint);
 		if (err)
 			break;
@@ -790,6 +799,9 @@ void lsq_mount_options_help(FILE *out)
 "  cache_dir=DIR           persistent cache of fetched bytes, reused by later\n"
 "                          mounts of the same image (default none)\n"
 "  cache_size=SIZE         bound of the cache_dir cache per image (default %s)\n"
+"  offline_ok              if the server cannot be reached at mount, mount\n"
+"                          anyway from what cache_dir recorded and holds\n"
+"                          (default off)\n"
 "  record=PATH             write a startup profile to PATH when the mount\n"
 "                          ends: the files read, in order (docs/prefetch.md)\n"
 "  prefetch=auto|off|PATH|URL  fetch the blocks a startup profile lists, in\n"

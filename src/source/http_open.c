@@ -239,8 +239,11 @@ static int probe(struct http_source *hs, struct mirror *m, uint8_t *buf,
 		}
 		if (x.verdict == V_FATAL || attempt + 1 == tries) {
 			snprintf(err, errlen, "%s: %s", m->shown, x.why);
-			return x.verdict == V_TIMEOUT ? LSQ_ERR_TIMEOUT
-						      : LSQ_ERR_IO;
+			/* offline_ok tells these from answers that refuse */
+			if (x.verdict == V_TIMEOUT)
+				return LSQ_ERR_TIMEOUT;
+			return x.verdict == V_RETRY ? LSQ_ERR_UNREACHABLE
+						    : LSQ_ERR_IO;
 		}
 		lsq_http_sleep_seconds(lsq_http_backoff(hs, attempt,
 							x.retry_after));
@@ -262,6 +265,30 @@ static int probe(struct http_source *hs, struct mirror *m, uint8_t *buf,
 	if (x.last_modified[0]) {
 		m->last_modified = strdup(x.last_modified);
 		if (!m->last_modified)
+			return LSQ_ERR_NOMEM;
+	}
+	return LSQ_OK;
+}
+
+/* Every request carries If-Range with the mirror's validator. */
+static int mirror_headers(struct http_source *hs)
+{
+	for (unsigned i = 0; i < hs->nmirrors; i++) {
+		struct mirror *m = &hs->mirrors[i];
+		char *line = NULL;
+
+		if (m->etag || m->last_modified) {
+			if (asprintf(&line, "If-Range: %s",
+				     m->etag ? m->etag : m->last_modified) < 0)
+				return LSQ_ERR_NOMEM;
+		} else if (i == 0) {
+			lsq_warn("%s: no ETag or Last-Modified; a change of the "
+				 "image is only detected by its size", m->shown);
+		}
+		m->headers = copy_headers(hs->user_headers, line);
+		free(line);
+		if (!m->headers && (hs->user_headers || m->etag ||
+				    m->last_modified))
 			return LSQ_ERR_NOMEM;
 	}
 	return LSQ_OK;
@@ -309,28 +336,9 @@ static int open_mirrors(struct http_source *hs, char *err, size_t errlen)
 			goto out;
 		}
 	}
-	for (unsigned i = 0; i < hs->nmirrors; i++) {
-		struct mirror *m = &hs->mirrors[i];
-		char *line = NULL;
-
-		if (m->etag || m->last_modified) {
-			if (asprintf(&line, "If-Range: %s",
-				     m->etag ? m->etag : m->last_modified) < 0) {
-				ret = LSQ_ERR_NOMEM;
-				goto out;
-			}
-		} else if (i == 0) {
-			lsq_warn("%s: no ETag or Last-Modified; a change of the "
-				 "image is only detected by its size", m->shown);
-		}
-		m->headers = copy_headers(hs->user_headers, line);
-		free(line);
-		if (!m->headers && (hs->user_headers || m->etag ||
-				    m->last_modified)) {
-			ret = LSQ_ERR_NOMEM;
-			goto out;
-		}
-	}
+	ret = mirror_headers(hs);
+	if (ret)
+		goto out;
 	hs->base.size = hs->total - hs->base_offset;
 	c = lsq_http_chunk_new(hs, 0, head_len, true);
 	if (!c) {
@@ -345,6 +353,35 @@ out:
 	free(head);
 	free(other);
 	return ret;
+}
+
+/* offline_ok: size and validator as recorded ("SIZE\nVALIDATOR"), for
+ * every mirror; a strong ETag is quoted, a Last-Modified date is not. The
+ * first answer that disagrees is a change, as for a probed image. */
+static int open_known(struct http_source *hs, const char *known, char *err,
+		      size_t errlen)
+{
+	const char *nl = strchr(known, '\n');
+	char *end;
+
+	errno = 0;
+	hs->total = strtoull(known, &end, 10);
+	if (errno || end != nl || !nl[1] || strchr(nl + 1, '\n') ||
+	    hs->total <= hs->base_offset) {
+		snprintf(err, errlen, "%s: unusable record of the image",
+			 hs->base.name);
+		return LSQ_ERR_INVALID;
+	}
+	for (unsigned i = 0; i < hs->nmirrors; i++) {
+		char **slot = nl[1] == '"' ? &hs->mirrors[i].etag
+					   : &hs->mirrors[i].last_modified;
+
+		*slot = strdup(nl + 1);
+		if (!*slot)
+			return LSQ_ERR_NOMEM;
+	}
+	hs->base.size = hs->total - hs->base_offset;
+	return mirror_headers(hs);
 }
 
 int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
@@ -384,6 +421,7 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 	hs->opt = *opt;
 	hs->opt.header_file = NULL;
 	hs->opt.cacert = NULL;
+	hs->opt.known = NULL;
 	if (hs->opt.max_connections == 0)
 		hs->opt.max_connections = 1;
 	hs->base_offset = opt->base_offset;
@@ -452,7 +490,8 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 	if (opt->insecure)
 		lsq_warn("%s: TLS certificate verification is off (-o insecure)",
 			 hs->base.name);
-	ret = open_mirrors(hs, err, errlen);
+	ret = opt->known ? open_known(hs, opt->known, err, errlen)
+			 : open_mirrors(hs, err, errlen);
 	if (ret)
 		goto fail;
 	/* Without a validator the same URL and size could be another image:

@@ -5,12 +5,21 @@
  * read through: the file or HTTP source, then the caching layer when any
  * cache is asked for. Programs then talk to the image and to this call
  * only, never to one kind of source.
+ *
+ * With a cache_dir, every URL opened records its size and validator there
+ * (origin-HASH, a hash of the URL and offset: no credentials on disk), so
+ * that with offline_ok a later mount made while the server cannot be
+ * reached opens from that record and serves what the cache holds.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "common/url.h"
 #include "lsq/error.h"
@@ -21,29 +30,150 @@ static bool wants_cache(const struct lsq_cache_options *c)
 	return c && (c->block_cache_bytes || c->pin_metadata || c->dir);
 }
 
-static int open_inner(const char *spec, const char *shown,
-		      const struct lsq_source_stack_options *opt,
-		      struct lsq_source **out, char *err, size_t errlen)
+/* cache_dir/origin-HASH: FNV-1a of the URL and the offset */
+static char *record_path(const char *dir, const char *url, uint64_t offset)
 {
+	uint64_t h = 0xcbf29ce484222325u;
+	char *path;
+
+	for (const char *p = url; *p; p++)
+		h = (h ^ (unsigned char)*p) * 0x100000001b3u;
+	for (int i = 0; i < 8; i++)
+		h = (h ^ ((offset >> (8 * i)) & 0xff)) * 0x100000001b3u;
+	if (asprintf(&path, "%s/origin-%016" PRIx64, dir, h) < 0)
+		return NULL;
+	return path;
+}
+
+/* The identity is "URL\nSIZE\nOFFSET\nVALIDATOR" (http_open.c); the
+ * record keeps "SIZE\nVALIDATOR". Best effort: a mount works without. */
+static void record_origin(const char *dir, const char *url, uint64_t offset,
+			  const char *identity)
+{
+	const char *url_end = strchr(identity, '\n');
+	const char *size_end = url_end ? strchr(url_end + 1, '\n') : NULL;
+	const char *offset_end = size_end ? strchr(size_end + 1, '\n') : NULL;
+	char *path = record_path(dir, url, offset), *tmp = NULL;
+	int fd;
+
+	if (!path || !offset_end || asprintf(&tmp, "%s.tmp", path) < 0)
+		goto out;
+	/* before the disk cache, which would create it too */
+	(void)mkdir(dir, 0700);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		bool ok = dprintf(fd, "%.*s\n%s",
+				  (int)(size_end - url_end - 1), url_end + 1,
+				  offset_end + 1) > 0;
+
+		if (close(fd) == 0 && ok)
+			(void)rename(tmp, path);
+		else
+			(void)unlink(tmp);
+	}
+out:
+	free(tmp);
+	free(path);
+}
+
+/* The record of an earlier open, or NULL; *when is its time. */
+static char *read_origin(const char *dir, const char *url, uint64_t offset,
+			 time_t *when)
+{
+	char *path = record_path(dir, url, offset), *buf = NULL;
+	struct stat st;
+	ssize_t n;
+	int fd;
+
+	fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+	free(path);
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) == 0 && st.st_size > 0 && st.st_size < 4096 &&
+	    (buf = malloc((size_t)st.st_size + 1)) != NULL) {
+		n = read(fd, buf, (size_t)st.st_size);
+		if (n == st.st_size) {
+			buf[n] = '\0';
+			*when = st.st_mtime;
+		} else {
+			free(buf);
+			buf = NULL;
+		}
+	}
+	close(fd);
+	return buf;
+}
+
+static int open_url(const char *spec, const char *shown,
+		    const struct lsq_source_stack_options *opt,
+		    const char *known, struct lsq_source **out, char *err,
+		    size_t errlen)
+{
+	struct lsq_http_options hopt;
 	int ret;
 
-	if (lsq_source_is_url(spec)) {
-		struct lsq_http_options hopt;
+	if (opt->http)
+		hopt = *opt->http;
+	else
+		lsq_http_options_default(&hopt);
+	hopt.base_offset = opt->offset;
+	hopt.known = known;
+	err[0] = '\0';
+	ret = lsq_source_http_open(spec, &hopt, out, err, errlen);
+	/* the HTTP source's reasons name the URL already */
+	if (ret && !err[0])
+		snprintf(err, errlen, "%s: %s", shown, lsq_strerror(ret));
+	return ret;
+}
 
-		if (opt->http)
-			hopt = *opt->http;
-		else
-			lsq_http_options_default(&hopt);
-		hopt.base_offset = opt->offset;
-		err[0] = '\0';
-		ret = lsq_source_http_open(spec, &hopt, out, err, errlen);
-		/* the HTTP source's reasons name the URL already */
-		if (ret && !err[0])
-			snprintf(err, errlen, "%s: %s", shown,
-				 lsq_strerror(ret));
+/* A URL: opened by asking the server; if it cannot be reached and
+ * offline_ok is set, from cache_dir's record of the last open. */
+static int open_remote(const char *spec, const char *shown,
+		       const struct lsq_source_stack_options *opt,
+		       struct lsq_source **out, char *err, size_t errlen,
+		       char *warn, size_t warnlen)
+{
+	const struct lsq_cache_options *c = opt->cache;
+	const char *dir = c ? c->dir : NULL;
+	char *known, stamp[32] = "?";
+	time_t when = 0;
+	struct tm tm;
+	int ret;
+
+	ret = open_url(spec, shown, opt, NULL, out, err, errlen);
+	if (ret == LSQ_OK) {
+		if (dir && (*out)->identity)
+			record_origin(dir, spec, opt->offset, (*out)->identity);
 		return ret;
 	}
-	ret = lsq_source_file_open(spec, opt->offset, out);
+	if (!dir || !c->offline_ok ||
+	    (ret != LSQ_ERR_UNREACHABLE && ret != LSQ_ERR_TIMEOUT))
+		return ret;
+	known = read_origin(dir, spec, opt->offset, &when);
+	if (!known) {
+		size_t n = strlen(err);
+
+		snprintf(err + n, errlen - n, "; offline_ok: %s has no record "
+			 "of this image", dir);
+		return ret;
+	}
+	if (gmtime_r(&when, &tm))
+		strftime(stamp, sizeof(stamp), "%Y-%m-%d %H:%M:%S UTC", &tm);
+	snprintf(warn, warnlen, "%s; offline_ok: serving what %s holds, "
+		 "as the image was on %s, not revalidated", err, dir, stamp);
+	ret = open_url(spec, shown, opt, known, out, err, errlen);
+	free(known);
+	if (ret && warnlen)
+		warn[0] = '\0';
+	return ret;
+}
+
+static int open_file(const char *spec, const char *shown,
+		     const struct lsq_source_stack_options *opt,
+		     struct lsq_source **out, char *err, size_t errlen)
+{
+	int ret = lsq_source_file_open(spec, opt->offset, out);
+
 	if (ret == LSQ_ERR_IO)
 		snprintf(err, errlen, "%s: %s", shown, strerror(errno));
 	else if (ret == LSQ_ERR_OUT_OF_BOUNDS)
@@ -62,7 +192,7 @@ int lsq_source_open_stack(const char *spec,
 {
 	static const struct lsq_source_stack_options none;
 	struct lsq_source *src, *cached;
-	char *shown;
+	char *shown, cache_warn[512] = "";
 	int ret;
 
 	if (warnlen)
@@ -74,7 +204,11 @@ int lsq_source_open_stack(const char *spec,
 		snprintf(err, errlen, "%s", lsq_strerror(LSQ_ERR_NOMEM));
 		return LSQ_ERR_NOMEM;
 	}
-	ret = open_inner(spec, shown, opt, &src, err, errlen);
+	if (lsq_source_is_url(spec))
+		ret = open_remote(spec, shown, opt, &src, err, errlen, warn,
+				  warnlen);
+	else
+		ret = open_file(spec, shown, opt, &src, err, errlen);
 	if (ret || !wants_cache(opt->cache)) {
 		free(shown);
 		if (!ret)
@@ -82,8 +216,15 @@ int lsq_source_open_stack(const char *spec,
 		return ret;
 	}
 	/* an unusable persistent cache is a warning: the layer works
-	 * without it */
-	ret = lsq_source_cache_wrap(src, opt->cache, &cached, warn, warnlen);
+	 * without it (after an offline_ok line, if any) */
+	ret = lsq_source_cache_wrap(src, opt->cache, &cached, cache_warn,
+				    sizeof(cache_warn));
+	if (cache_warn[0] && warnlen) {
+		size_t n = strlen(warn);
+
+		snprintf(warn + n, warnlen - n, "%s%s", n ? "; " : "",
+			 cache_warn);
+	}
 	if (ret) {
 		snprintf(err, errlen, "%s: %s", shown, lsq_strerror(ret));
 		lsq_source_destroy(src);

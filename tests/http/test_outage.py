@@ -10,7 +10,7 @@ import subprocess
 import threading
 import time
 
-from conftest import FaultServer, check_eio, read_with_timeout
+from conftest import FaultServer, check_eio, read_with_timeout, try_mount
 
 # each transfer gives up after 2 s (1 s to connect), one retry
 OPTS = ["timeout=2", "connect_timeout=1", "retries=1"]
@@ -148,3 +148,56 @@ def test_unmount_during_outage(mounts, fault_server, small_image):
             assert bad not in m.log(), m.log()[-6000:]
     finally:
         hole.close()
+
+
+def test_offline_ok(mounts, fault_server, small_image, tmp_path):
+    """Mounted with offline_ok while the origin is down: what cache_dir
+    holds is served (a warning says it was not revalidated), anything else
+    fails with EIO until the origin is back. Without offline_ok, or with a
+    cache_dir that never saw the image, the mount is refused."""
+    cache = str(tmp_path / "cache")
+    os.makedirs(cache)
+    url = fault_server.url("/small.sqfs")
+    opts = OPTS + ["cache_dir=" + cache]
+    m = mounts(url, opts)
+    ok, data, _ = read_direct(os.path.join(m.mnt, "f08.bin"))
+    assert ok and data == small_image["files"]["f08.bin"], data
+    assert not m.stop()
+    records = [f for f in os.listdir(cache) if f.startswith("origin-")]
+    assert len(records) == 1, os.listdir(cache)
+    assert os.stat(os.path.join(cache, records[0])).st_mode & 0o077 == 0
+    port = fault_server.port
+    fault_server.stop()
+
+    # refused without offline_ok, and with offline_ok but no record
+    rc, err, _ = try_mount(url, str(tmp_path / "refused"), None, opts)
+    assert rc != 0 and "small.sqfs" in err, err
+    empty = str(tmp_path / "empty")
+    os.makedirs(empty)
+    rc, err, _ = try_mount(url, str(tmp_path / "norecord"), None,
+                           OPTS + ["cache_dir=" + empty, "offline_ok"])
+    assert rc != 0 and "has no record of this image" in err, err
+
+    m = mounts(url, opts + ["offline_ok"], name="offline")
+    assert "offline_ok: serving what" in m.log(), m.log()
+    ok, data, _ = read_direct(os.path.join(m.mnt, "f08.bin"))
+    assert ok and data == small_image["files"]["f08.bin"], data
+    assert sorted(os.listdir(m.mnt)) == sorted(
+        os.listdir(small_image["tree"]))
+    ok, text, dt = read_direct(os.path.join(m.mnt, "f09.bin"))
+    check_eio(ok, text)
+    assert dt < READ_BOUND, dt
+    back = FaultServer(port=port).start()
+    try:
+        back.add("/small.sqfs", small_image["data"])
+        ok, data, _ = read_direct(os.path.join(m.mnt, "f09.bin"))
+        assert ok and data == small_image["files"]["f09.bin"], data
+        # the image changed while we were offline: the next fetch is
+        # refused as a change (If-Range), never mixed in
+        back.add("/small.sqfs", small_image["data"], etag='"v2"')
+        ok, text, _ = read_direct(os.path.join(m.mnt, "f10.bin"))
+        check_eio(ok, text)
+        ok, data, _ = read_direct(os.path.join(m.mnt, "f08.bin"))
+        assert ok and data == small_image["files"]["f08.bin"], data
+    finally:
+        back.stop()

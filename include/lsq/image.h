@@ -191,10 +191,15 @@ struct lsq_image_stats {
 	/* round trip measured; latency windows fetched around random misses
 	 * and the reads they served besides their own */
 	uint64_t http_rtt_us, http_windows, http_window_hits;
+	uint64_t http_buffer_bytes;  /* readahead and window memory now */
 	/* the mount daemon's, 0 from lsq_image_get_stats(): ring threads
 	 * registered for FUSE over io_uring (0: requests come over
 	 * /dev/fuse) and requests they answered */
 	uint64_t fuse_ring_threads, fuse_ring_requests;
+	/* the mount daemon's, 0 from lsq_image_get_stats(): its resident
+	 * memory now and at its peak (VmRSS, VmHWM), to hold against the
+	 * caches' bytes above */
+	uint64_t process_rss_bytes, process_rss_peak_bytes;
 	/* prefetch (lsq_image_prefetch): profile entries found and missing,
 	 * compressed bytes planned; then, from the caching layer, requests
 	 * made, bytes fetched, failed requests, blocks stored, and reads

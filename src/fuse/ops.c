@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/fuse.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -518,12 +519,33 @@ static void reply_xattr_value(fuse_req_t req, const void *buf, size_t size,
 		fuse_reply_buf(req, buf, needed);
 }
 
+/* VmRSS and VmHWM of this process, in bytes (0 when unknown) */
+static void read_rss(uint64_t *rss, uint64_t *peak)
+{
+	FILE *f = fopen("/proc/self/status", "re");
+	char line[128];
+
+	*rss = *peak = 0;
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long kib;
+
+		if (sscanf(line, "VmRSS: %llu kB", &kib) == 1)
+			*rss = (uint64_t)kib * 1024u;
+		else if (sscanf(line, "VmHWM: %llu kB", &kib) == 1)
+			*peak = (uint64_t)kib * 1024u;
+	}
+	fclose(f);
+}
+
 void lsq_mount_get_stats(const struct lsq_mount *m,
 			 struct lsq_image_stats *st)
 {
 	lsq_image_get_stats(m->img, st);
 	lsq_uring_get_stats(m->uring, &st->fuse_ring_threads,
 			    &st->fuse_ring_requests);
+	read_rss(&st->process_rss_bytes, &st->process_rss_peak_bytes);
 }
 
 /* The counters as the value of LSQ_STATS_XATTR on the root. */

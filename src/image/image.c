@@ -410,6 +410,7 @@ void lsq_image_get_stats(const struct lsq_image *img,
 		out->http_rtt_us = hs.rtt_us;
 		out->http_windows = hs.windows;
 		out->http_window_hits = hs.window_hits;
+		out->http_buffer_bytes = hs.buffer_bytes;
 	}
 }
 

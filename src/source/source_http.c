@@ -281,6 +281,10 @@ int lsq_source_http_get_stats(const struct lsq_source *src,
 	out->rtt_us = atomic_load(&hs->win.rtt_ns) / 1000u;
 	out->windows = atomic_load(&hs->win.windows);
 	out->window_hits = atomic_load(&hs->win.hits);
+	/* stats only read the lock's state; the source is not changed */
+	pthread_mutex_lock((pthread_mutex_t *)&hs->mu);
+	out->buffer_bytes = hs->ra_bytes + hs->win_bytes;
+	pthread_mutex_unlock((pthread_mutex_t *)&hs->mu);
 	return LSQ_OK;
 }
 

@@ -252,6 +252,10 @@ def test_memory_bound(nginx, big_image, mounts):
     assert st["block_cache_bytes"] <= 16 * MiB
     with open("/proc/%d/status" % m.proc.pid) as f:
         hwm = [int(l.split()[1]) for l in f if l.startswith("VmHWM:")][0]
+    # --stats reports the same memory: RSS now <= peak <= /proc's later look
+    assert 0 < st["process_rss_bytes"] <= st["process_rss_peak_bytes"]
+    assert st["process_rss_peak_bytes"] <= hwm * 1024, (st, hwm)
+    assert st["http_buffer_bytes"] <= readahead_cache * MiB + 32 * MiB, st
     bound = sum(caches.values()) + readahead_cache + fragments + slack
     print("peak RSS %d KiB, bound %d MiB" % (hwm, bound))
     assert hwm <= bound * 1024, "peak RSS %d KiB > %d MiB" % (hwm, bound)

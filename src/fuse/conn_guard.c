@@ -145,6 +145,12 @@ guard_main(int sock, pid_t parent, uint64_t id)
 	char path[128], cmd;
 	int status;
 
+	/* first: tools looking for the daemon by its argv find it alone */
+	prctl(PR_SET_NAME, "sqfs-lazy-guard");
+	if (cmdline_start && cmdline_len) {
+		memset(cmdline_start, 0, cmdline_len);
+		snprintf(cmdline_start, cmdline_len, "sqfs-lazy-guard");
+	}
 	/* the daemon's stop signals are for the daemon: it disarms us */
 	signal(SIGINT, SIG_IGN);
 	signal(SIGTERM, SIG_IGN);
@@ -157,11 +163,6 @@ guard_main(int sock, pid_t parent, uint64_t id)
 	if (prctl(PR_SET_PDEATHSIG, SIGHUP) != 0 || getppid() != parent)
 		_exit(1);
 	close_other_fds(sock);
-	prctl(PR_SET_NAME, "sqfs-lazy-guard");
-	if (cmdline_start && cmdline_len) {
-		memset(cmdline_start, 0, cmdline_len);
-		snprintf(cmdline_start, cmdline_len, "sqfs-lazy-guard");
-	}
 
 	snprintf(path, sizeof(path), FUSECTL_DIR "/%" PRIu64 "/abort", id);
 	guard_abort_fd = open_abort_file(path);

@@ -477,7 +477,8 @@ def test_idle_poll_holds_cpu_latency_only_while_requests_come(small_image,
     r = daemon("-o", "idle_poll", util.image_source(small_image), mnt)
     assert r.returncode == 0, r.stderr.decode(errors="replace")
     pid = find_daemon(mnt)
-    assert holds_cpu_latency(pid)
+    # the request loop opens the device as it starts, after the mount
+    assert util.wait_until(lambda: holds_cpu_latency(pid), 10)
     seen = []
     for _ in range(200):
         stats_request(mnt)

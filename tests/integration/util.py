@@ -194,20 +194,24 @@ def is_mounted(path):
 
 
 def pids_with_arg(arg):
-    """Pids of processes whose argv contains `arg` exactly."""
+    """Pids of processes whose argv contains `arg` exactly, leaving out
+    children of another such process: the daemon's connection guard is a
+    fork of it and shows its argv until it renames itself."""
     arg = os.fsencode(arg)
-    pids = []
+    found = {}
     for d in os.listdir("/proc"):
         if not d.isdigit() or int(d) == os.getpid():
             continue
         try:
             with open("/proc/%s/cmdline" % d, "rb") as f:
                 argv = f.read().split(b"\0")
-        except OSError:
+            with open("/proc/%s/stat" % d) as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
             continue
         if arg in argv:
-            pids.append(int(d))
-    return pids
+            found[int(d)] = ppid
+    return [pid for pid, ppid in found.items() if ppid not in found]
 
 
 def pid_alive(pid):

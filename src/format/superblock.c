@@ -81,7 +81,7 @@ int lsq_superblock_decode(const uint8_t *buf, uint64_t source_size,
 		return BAD("id count is 0");
 	if (sb.inode_table_start < SQUASHFS_SUPERBLOCK_SIZE ||
 	    sb.inode_table_start >= sb.bytes_used)
-		return BAD("inode table offset 0x%llx beyond image size 0x%llx",
+		return BAD("inode table offset 0x%llx outside 0x60..0x%llx",
 			   (unsigned long long)sb.inode_table_start,
 			   (unsigned long long)sb.bytes_used);
 	if (sb.directory_table_start <= sb.inode_table_start ||

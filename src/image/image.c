@@ -72,8 +72,12 @@ static int load_ids(struct lsq_image *img, char *err, size_t errlen)
 
 		ret = lsq_lookup_table_read(img, &t, i, b);
 		if (ret) {
-			snprintf(err, errlen, "bad id table: entry %u unreadable: %s",
-				 i, lsq_strerror(ret));
+			/* the metadata layer's detail says which block and
+			 * what is wrong with it */
+			snprintf(err, errlen, "bad id table: entry %u unreadable: %s%s%s",
+				 i, img->open_detail,
+				 img->open_detail[0] ? ": " : "",
+				 lsq_strerror(ret));
 			break;
 		}
 		img->ids[i] = lsq_le32(b);

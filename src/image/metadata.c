@@ -214,8 +214,8 @@ int lsq_lookup_table_load(struct lsq_image *img, struct lookup_table *t,
 	if (lsq_range_outside(index_start, (uint64_t)nblocks * 8,
 			      img->sb.bytes_used)) {
 		snprintf(err, errlen,
-			 "bad %s: index of %u blocks at 0x%llx beyond image size 0x%llx",
-			 name, nblocks, (unsigned long long)index_start,
+			 "bad %s: index of %u blocks for %u entries at 0x%llx beyond image size 0x%llx",
+			 name, nblocks, count, (unsigned long long)index_start,
 			 (unsigned long long)img->sb.bytes_used);
 		return LSQ_ERR_OUT_OF_BOUNDS;
 	}

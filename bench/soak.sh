@@ -4,7 +4,8 @@
 # Builds ./build if needed, needs root (FUSE, loop mount) and mksquashfs.
 # The report lands in bench/results/<UTC stamp>-soak/ (report.json and the
 # tail of the daemon's log). Exit status 1 on wrong bytes, errors other
-# than EIO, a hung read or a daemon that died.
+# than EIO, an EIO outside the fault windows, under 90 % good reads in
+# clean time, RSS growth after warm-up, a hung read or a daemon that died.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 minutes=${1:-5}

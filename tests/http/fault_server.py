@@ -247,6 +247,7 @@ class FaultServer:
         self.rng = None            # "mix" faults: seeded draws
         self.rng_seed = None
         self.mix_counts = {}       # "mix" faults: requests per drawn kind
+        self.windows = []          # [kind, start, end or None], monotonic
         self.conns = set()
         self.port = port
         self.httpd = None
@@ -258,11 +259,17 @@ class FaultServer:
 
     def set_fault(self, kind, **kw):
         with self.lock:
+            now = time.monotonic()
+            if self.windows and self.windows[-1][2] is None:
+                self.windows[-1][2] = now
             self.fault = Fault(kind, **kw)
+            self.windows.append([kind, now, None])
             return self.fault
 
     def clear_fault(self):
         with self.lock:
+            if self.windows and self.windows[-1][2] is None:
+                self.windows[-1][2] = time.monotonic()
             self.fault = None
 
     def clear_log(self):

@@ -1,6 +1,9 @@
-"""A 15-second smoke of bench/soak.py: 4 readers over HTTP through random
-faults (5xx, resets, short and slow bodies, stalls), every byte compared
-with the kernel mount. The full soak is a bench run (bench/soak.sh)."""
+"""A 53-second smoke of bench/soak.py with the same checks as the bench
+run: 4 readers over HTTP, clean for 13 s, then random faults (5xx, resets,
+short and slow bodies, stalls) for 7 s, twice, then clean to the end;
+every byte compared with the kernel mount. EIO only near a fault window,
+most reads in clean time succeed, RSS flat after the first cycle. The full
+soak is bench/soak.sh."""
 
 import json
 import os
@@ -17,8 +20,10 @@ def test_soak_smoke(tmp_path):
     daemon()
     require(os.path.exists("/dev/loop-control"), "no loop devices")
     out = tmp_path / "soak"
+    # windows at 13-20 s and 33-40 s, clean until 53 s
     r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "soak.py"),
-                        "--seconds", "15", "--readers", "4", "--tree-mb", "8",
+                        "--seconds", "53", "--readers", "4", "--tree-mb", "24",
+                        "--fault-off", "13", "--fault-on", "7",
                         "--build", os.environ["LSQ_BUILD_DIR"],
                         "--out", str(out)],
                        capture_output=True, text=True, timeout=240)
@@ -27,6 +32,14 @@ def test_soak_smoke(tmp_path):
         r.stdout[-6000:] + r.stderr[-3000:]
     assert rep["wrong_bytes"] == 0 and rep["other_errors"] == 0
     assert rep["reads"] > 100, rep
+    # two fault windows, EIO only in or just after them, and clean time
+    # with reads in it, nearly all answered
+    assert len(rep["fault_windows"]) == 2, rep["fault_windows"]
+    assert rep["eio_outside_windows"] == 0, rep["eio_outside_examples"]
+    assert rep["reads_in_fault_off"] > 50, rep
+    assert rep["fault_off_ok_share"] >= 0.9, rep
+    # RSS flat after warm-up (the first 20 s cycle)
+    assert rep["rss_growth_after_warmup_kib"] <= rep["rss_margin_kib"], rep
     # faults really were injected, and the daemon retried through them
     injected = sum(n for k, n in rep["requests_by_fault"].items()
                    if k != "none")

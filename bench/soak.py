@@ -233,6 +233,10 @@ def main():
     ap.add_argument("--tree-mb", type=int, default=48)
     ap.add_argument("--fault-off", type=float, default=40,
                     help="seconds of clean time per cycle (first)")
+    # a short run reports RSS without judging it: request threads start
+    # on demand and each keeps up to 2 MiB of buffers, so a minute is not
+    # enough to reach the plateau (28 MiB of growth in a 53 s smoke)
+    ap.add_argument("--no-rss-check", action="store_true")
     ap.add_argument("--fault-on", type=float, default=20,
                     help="seconds of mix faults per cycle")
     args = ap.parse_args()
@@ -403,7 +407,8 @@ def main():
             del r["spans"]
     failed = (tot["wrong"] or tot["other"] or hung or bad_eio or
               clean_share < CLEAN_OK or
-              growth is None or growth > margin or
+              growth is None or
+              (growth > margin and not args.no_rss_check) or
               results.count(None) or not alive or rc != 0 or
               slowest["max_s"] > read_bound())
     report["verdict"] = "FAIL" if failed else "PASS"

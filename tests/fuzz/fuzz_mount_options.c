@@ -17,7 +17,6 @@
  * turned into '_' and ".." into "mnt": mount points resolve inside TMP,
  * never elsewhere. (No chdir: the replay driver opens relative paths.)
  */
-#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,8 +51,6 @@ static void setup_once(void)
 {
 	static bool done;
 	char mnt[sizeof(tmp) + 4];
-	int null;
-
 	if (done)
 		return;
 	done = true;
@@ -63,11 +60,12 @@ static void setup_once(void)
 	if (mkdir(mnt, 0700))
 		abort();
 	atexit(cleanup);
-	/* the parser reports bad options on stderr: silence it */
-	null = open("/dev/null", O_WRONLY);
-	if (null < 0 || dup2(null, STDERR_FILENO) < 0)
+	/* the parser reports bad options with fprintf(stderr): point that
+	 * FILE at /dev/null, but leave fd 2 to libFuzzer and the sanitizers,
+	 * which write their findings and statistics there */
+	stderr = fopen("/dev/null", "w");
+	if (!stderr)
 		abort();
-	close(null);
 }
 
 static bool positional(const char *a, bool after_dashdash)

@@ -244,8 +244,17 @@ size_t lsq_http_on_header(char *line, size_t size, size_t nitems, void *user)
 		memset(&x->status, 0, sizeof(*x) - offsetof(struct xfer,
 							    status));
 		if (sp) {
+			/* the line is not NUL-terminated (libcurl does not
+			 * promise it): parse a bounded copy, not the line
+			 * (found by fuzz_http_response: "HTTP/1.1 " at the
+			 * end of the buffer read past it) */
+			char tmp[32];
+			const char *p = tmp;
+
 			sp++;
-			if (parse_u64(&sp, &st) && st < 1000)
+			copy_value(tmp, sizeof(tmp), sp,
+				   n - (size_t)(sp - line));
+			if (parse_u64(&p, &st) && st < 1000)
 				x->status = (long)st;
 		}
 		return n;

@@ -136,7 +136,7 @@ def test_corrupt_data_block(base, mounter, tmp_path):
         os.close(fd)
     check_others(base, m.mnt, skip={"victim"})
     assert m.alive(), "daemon died after reading a corrupt block"
-    wait_log(m, block_line(img, "data", off))
+    wait_log(m, block_line(util.image_source(img), "data", off))
 
     # The kernel agrees that this image gives EIO for the file only.
     k = mounter.kernel(img)
@@ -162,7 +162,7 @@ def test_corrupt_fragment_block(base, mounter, tmp_path):
     check_others(base, m.mnt, skip=set(users))
     assert m.alive()
     # a fragment block is loaded as a data block (lsq_data_block_load)
-    wait_log(m, block_line(img, "data", off))
+    wait_log(m, block_line(util.image_source(img), "data", off))
     k = mounter.kernel(img)
     for rel in users:
         expect_eio(lambda: read_file(os.path.join(k.mnt, rel)),
@@ -194,4 +194,4 @@ def test_corrupt_directory_block(base, mounter, tmp_path):
          "small_2", "okdir", "victimdir"])
     check_others(base, m.mnt, skip=set())
     assert m.alive()
-    wait_log(m, block_line(img, "metadata", hdr))
+    wait_log(m, block_line(util.image_source(img), "metadata", hdr))

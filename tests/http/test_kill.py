@@ -31,11 +31,6 @@ PREAD = ("import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY); "
          "sys.stdout.write(d.hex())")
 
 
-def fusectl_mounted():
-    with open("/proc/self/mounts") as f:
-        return any(line.split()[1] == FUSECTL for line in f)
-
-
 def connection_id(mnt):
     """The fusectl name of the FUSE mount at mnt, from mountinfo (a stat()
     of a wedged mount would hang)."""
@@ -51,7 +46,7 @@ def connection_id(mnt):
 
 
 def abort_connection(conn):
-    mounted_here = not fusectl_mounted()
+    mounted_here = not is_mounted(FUSECTL)
     if mounted_here:
         subprocess.run(["mount", "-t", "fusectl", "fusectl", FUSECTL])
     try:
@@ -87,7 +82,7 @@ def pread_proc(path, off, n):
 def fusectl(request):
     """As found, or with fusectl unmounted for the test: a root daemon then
     mounts it in a namespace of the guard's own."""
-    was = fusectl_mounted()
+    was = is_mounted(FUSECTL)
     if request.param == "fusectl" and not was:
         subprocess.run(["mount", "-t", "fusectl", "fusectl", FUSECTL],
                        check=True)
@@ -95,7 +90,7 @@ def fusectl(request):
         # lazily: other daemons' guards hold files in it open
         subprocess.run(["umount", "-l", FUSECTL], check=True)
     yield request.param
-    now = fusectl_mounted()
+    now = is_mounted(FUSECTL)
     if was and not now:
         subprocess.run(["mount", "-t", "fusectl", "fusectl", FUSECTL])
     elif not was and now:

@@ -106,18 +106,43 @@ static void on_parent_death(int sig)
 }
 
 /* Root without a fusectl mount (containers, systems without systemd):
- * mount it in a mount namespace of the guard's own. */
+ * mount it in a mount namespace of the guard's own, open the file, and go
+ * back. Staying there would keep that namespace's copies of every FUSE
+ * mount alive, ours included: fusermount3 -u would then leave the
+ * connection up and the daemon running. Once no process is in it, the
+ * namespace goes and its mounts with it; the open file keeps only the
+ * fusectl mount. */
 static int open_abort_file(const char *path)
 {
 	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	int home, err;
 
 	if (fd >= 0 || errno != ENOENT || geteuid() != 0)
 		return fd;
-	if (unshare(CLONE_NEWNS) != 0 ||
-	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
-	    mount("fusectl", FUSECTL_DIR, "fusectl", 0, NULL) != 0)
+	home = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+	if (home < 0)
 		return -1;
-	return open(path, O_WRONLY | O_CLOEXEC);
+	if (unshare(CLONE_NEWNS) != 0) {
+		err = errno;
+		close(home);
+		errno = err;
+		return -1;
+	}
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
+	    mount("fusectl", FUSECTL_DIR, "fusectl", 0, NULL) == 0)
+		fd = open(path, O_WRONLY | O_CLOEXEC);
+	err = errno;
+	if (setns(home, CLONE_NEWNS) != 0) {
+		/* cannot leave: better no guard than a mount that outlives
+		 * its unmount */
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+		err = errno;
+	}
+	close(home);
+	errno = err;
+	return fd;
 }
 
 /* Above all /dev/fuse: a guard holding it would keep the connection

@@ -176,3 +176,38 @@ def test_sigkill_with_the_page_store_in_the_kernel(mounts, fault_server,
                 p.wait(20)
             except subprocess.TimeoutExpired:
                 pass
+
+
+def unmount_and_wait(m):
+    r = subprocess.run(["fusermount3", "-u", m.mnt], capture_output=True,
+                       text=True, timeout=20)
+    assert r.returncode == 0, r.stderr
+    try:
+        rc = m.proc.wait(10)
+    except subprocess.TimeoutExpired:
+        pytest.fail("daemon of %s still running 10 s after its unmount: %s"
+                    % (m.mnt, task_states(m.proc.pid)))
+    assert rc == 0, m.log()
+    assert not is_mounted(m.mnt)
+    m.proc = None   # stopped and checked here
+
+
+def test_unmount_ends_each_daemon(mounts, fault_server, small_image,
+                                  fusectl):
+    """A clean unmount ends the daemon at once, also where the guard had to
+    mount fusectl itself (no-fusectl): a mount namespace of the guard's
+    that kept a copy of a FUSE mount would keep that connection alive
+    after fusermount3 -u, and its daemon running. Two mounts, so that
+    neither guard may hold the other's mount either."""
+    url = fault_server.url("/small.sqfs")
+    a, b = mounts(url, name="a"), mounts(url, name="b")
+    want = small_image["files"]["d/small.txt"]
+
+    def read(m):
+        with open(os.path.join(m.mnt, "d/small.txt"), "rb") as f:
+            return f.read()
+
+    assert read(a) == want and read(b) == want
+    unmount_and_wait(a)
+    assert read(b) == want
+    unmount_and_wait(b)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The knob audit (issue 22): bench/run.sh once on defaults and once with
-# each tuning option of the request loop changed alone, in one sitting on
+# each tuning option changed alone, in one sitting on
 # one machine, then one table of what each option moves (bench/knobs_report.py).
 # Every configuration's figures are ratios against the kernel measured in
 # its own run, so drift between runs cancels. See bench/README.md ("Knobs").
@@ -14,11 +14,10 @@
 # run.sh options default to: --readers kernel,lazy-local --comps zstd,xz
 #   --workloads rand1,rand2,mmap,seq,findsize,findtype --runtime 5 --repeat 3
 # Configurations (FUSE over io_uring is off unless named):
-#   default       no option
-#   busy_poll=0   libfuse's session loop instead of ours
-#   same_cpu=off  no same-CPU answers to runs of quick requests
-#   idle_poll=on  the opt-in CPU latency request
+#   default       no option: requests over /dev/fuse, libfuse's loop
 #   uring         enable_uring=1: requests over FUSE io_uring (default on)
+#   uring+same_cpu=off  rings, without same-CPU SCHED_IDLE answers
+#                 (same_cpu acts on ring threads only)
 # Needs root (run.sh drops caches, loop-mounts, sets enable_uring).
 set -euo pipefail
 
@@ -26,7 +25,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
 build=${SQFS_BENCH_BUILD:-$repo/build}
 results=${SQFS_BENCH_RESULTS:-$here/results}
-configs=default,busy_poll=0,same_cpu=off,idle_poll=on,uring
+configs=default,uring,uring+same_cpu=off
 run_args=(--readers kernel,lazy-local --comps zstd,xz
 	  --workloads rand1,rand2,mmap,seq,findsize,findtype
 	  --runtime 5 --repeat 3)
@@ -50,7 +49,7 @@ for name in "${names[@]}"; do
 	case $name in
 	default) ;;
 	uring) uring=on ;;
-	busy_poll=0|same_cpu=off|idle_poll=on) args="-o $name" ;;
+	uring+same_cpu=off) uring=on args="-o same_cpu=off" ;;
 	*) echo "knobs.sh: unknown configuration $name" >&2; exit 2 ;;
 	esac
 	echo "== $name (enable_uring $uring${args:+, $args})" >&2

@@ -243,10 +243,6 @@ int lsq_image_prefetch(struct lsq_image *img, const char *text, size_t len,
  * Costs no request on a remote image: it lies in the first 64 KiB. */
 int lsq_image_stored_profile(struct lsq_image *img, char **text, size_t *len);
 
-/* True once every metadata read is served from memory (the source's pinned
- * metadata region is loaded), so a lookup cannot wait for I/O. Lock-free. */
-bool lsq_image_metadata_pinned(const struct lsq_image *img);
-
 #ifdef __cplusplus
 }
 #endif

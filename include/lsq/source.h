@@ -161,10 +161,6 @@ int lsq_source_cache_prefetch(struct lsq_source *src,
 int lsq_source_cache_get_stats(const struct lsq_source *src,
 			       struct lsq_cache_stats *out);
 
-/* Whether every metadata read of src is now served from memory: src is a
- * caching layer whose pinned metadata region has been loaded. Lock-free. */
-bool lsq_source_cache_metadata_pinned(const struct lsq_source *src);
-
 /* The source under a caching layer, or src itself. */
 const struct lsq_source *lsq_source_unwrap(const struct lsq_source *src);
 

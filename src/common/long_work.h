@@ -4,7 +4,7 @@
  * a while (reading from the source, decompressing a block), and when that
  * work is done.
  *
- * Why: FUSE request threads answer quick requests (a readdir from memory)
+ * Why: FUSE ring threads answer quick requests (a readdir from memory)
  * on the caller's CPU as SCHED_IDLE, so that the reply hands the CPU
  * straight back to the caller (fuse/sched_idle.h). Decompression at that
  * policy would get almost no CPU next to a busy task on the same CPU, so
@@ -12,10 +12,8 @@
  * needed: the switch is a system call, and most requests of a metadata
  * walk read and decompress nothing. A read from the source counts too: a
  * fetch may wait for the network, and the thread should not wake from it
- * at SCHED_IDLE. The /dev/fuse leader goes SCHED_IDLE again when the work
- * is done, before its reply (fuse/request_loop.c); a ring thread does
- * that at its commit. /dev/fuse threads also spread decompressions over
- * the CPUs (request_loop.c, start_decompression).
+ * at SCHED_IDLE. A ring thread goes SCHED_IDLE again at its commit
+ * (fuse/uring.c). Threads of libfuse's /dev/fuse loop set no hook.
  */
 #ifndef LSQ_COMMON_LONG_WORK_H
 #define LSQ_COMMON_LONG_WORK_H

@@ -41,7 +41,6 @@
 #include "fuse/mount.h"
 #include "fuse/options.h"
 #include "fuse/recorder.h"
-#include "fuse/request_loop.h"
 #include "fuse/startup_profile.h"
 #include "fuse/stats.h"
 #include "fuse/uring.h"
@@ -216,10 +215,12 @@ static void log_from_fuse(enum fuse_log_level level, const char *fmt,
 	lsq_log(lvl, "%s", line);
 }
 
-/* busy_poll=0 keeps libfuse's loops, where every worker sleeps in
- * read(/dev/fuse); ours needs a spin to pay off (request_loop.c). */
-static int run_libfuse_loop(struct fuse_session *se,
-			    const struct lsq_mount_options *opt)
+/* libfuse's session loop. Its workers sleep in read(/dev/fuse); a loop of
+ * our own that spun for the next request and answered metadata walks on
+ * the caller's CPU paid on this project's bench VM once and then no longer
+ * (docs/decisions.md, 2026-11-25), so the plain loop it is. */
+static int run_loop(struct fuse_session *se,
+		    const struct lsq_mount_options *opt)
 {
 	struct fuse_loop_config *cfg;
 	int ret;
@@ -235,27 +236,6 @@ static int run_libfuse_loop(struct fuse_session *se,
 	ret = fuse_session_loop_mt(se, cfg);
 	fuse_loop_cfg_destroy(cfg);
 	return ret;
-}
-
-static int run_loop(struct fuse_session *se, struct lsq_mount *m,
-		    const struct lsq_mount_options *opt)
-{
-	struct lsq_request_loop_options lo = {
-		.max_threads = opt->single_thread ? 1 : opt->threads,
-		.busy_poll_us = opt->busy_poll_us,
-		.idle_poll = opt->idle_poll,
-		.same_cpu = opt->same_cpu,
-		.answer_inline = lsq_fuse_answers_inline,
-		.ctx = m,
-	};
-
-	if (opt->busy_poll_us == 0) {
-		if (opt->idle_poll)
-			lsq_warn("idle_poll is ours, libfuse's loop "
-				 "(busy_poll=0) ignores it");
-		return run_libfuse_loop(se, opt);
-	}
-	return lsq_request_loop_run(se, &lo);
 }
 
 /* The image through the source stack (src/source/source_stack.c);
@@ -383,7 +363,7 @@ static int run_mount(struct lsq_mount_options *opt)
 	start_ready_notifier(&ready);
 	lsq_debug("%s: serving requests", opt->mountpoint);
 	served = true;
-	ret = run_loop(se, &m, opt);
+	ret = run_loop(se, opt);
 	atomic_store(&ready.stop, true);
 	lsq_sd_notify("STOPPING=1\nSTATUS=unmounting");
 	lsq_info("%s: unmounting", opt->mountpoint);

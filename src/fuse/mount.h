@@ -60,8 +60,4 @@ extern const struct fuse_lowlevel_ops lsq_fuse_ops;
 void lsq_mount_get_stats(const struct lsq_mount *m,
 			 struct lsq_image_stats *st);
 
-/* lsq_request_loop_options.answer_inline: requests answered from memory,
- * which the loop's reader may answer itself. ctx is the struct lsq_mount. */
-bool lsq_fuse_answers_inline(void *ctx, uint32_t opcode);
-
 #endif

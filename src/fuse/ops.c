@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "common/scratch.h"
@@ -30,8 +32,26 @@
  * SQUASHFS_NAME_LEN); fuse_add_direntry() wants them NUL-terminated. */
 #define LSQ_DIRENT_NAME_MAX 256
 
+/* libfuse starts its workers unnamed (they inherit the main thread's
+ * name); name each on its first request so ps and top tell them apart.
+ * Ring threads are named already, and with -s the main thread answers. */
+static void name_request_thread(void)
+{
+	static _Thread_local bool named;
+	char name[16] = "";
+
+	if (named)
+		return;
+	named = true;
+	if (gettid() == getpid() || prctl(PR_GET_NAME, name) != 0 ||
+	    strcmp(name, "sqfs-ring") == 0)
+		return;
+	prctl(PR_SET_NAME, "sqfs-worker");
+}
+
 static struct lsq_mount *mount_of(fuse_req_t req)
 {
+	name_request_thread();
 	return fuse_req_userdata(req);
 }
 
@@ -663,36 +683,6 @@ out:
 	if (err)
 		lsq_reply_err(req, err);
 	free(buf);
-}
-
-bool lsq_fuse_answers_inline(void *ctx, uint32_t opcode)
-{
-	const struct lsq_mount *m = ctx;
-
-	switch (opcode) {
-	case FUSE_LOOKUP:
-	case FUSE_FORGET:
-	case FUSE_BATCH_FORGET:
-	case FUSE_GETATTR:
-	case FUSE_READLINK:
-	case FUSE_OPEN:
-	case FUSE_OPENDIR:
-	case FUSE_RELEASE:
-	case FUSE_RELEASEDIR:
-	case FUSE_READDIR:
-	case FUSE_READDIRPLUS:
-	case FUSE_GETXATTR:
-	case FUSE_LISTXATTR:
-	case FUSE_STATFS:
-	case FUSE_ACCESS:
-	case FUSE_FLUSH:
-	case FUSE_INTERRUPT:
-		/* Metadata: from memory, or from a local file's page cache. */
-		return m->local_image || lsq_image_metadata_pinned(m->img);
-	default:
-		/* Reads decompress, and may fetch: another thread reads on. */
-		return false;
-	}
 }
 
 const struct fuse_lowlevel_ops lsq_fuse_ops = {

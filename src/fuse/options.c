@@ -61,11 +61,6 @@ unsigned lsq_default_threads(void)
 	return n > LSQ_MAX_THREADS ? LSQ_MAX_THREADS : (unsigned)n;
 }
 
-unsigned lsq_default_busy_poll_us(void)
-{
-	return sysconf(_SC_NPROCESSORS_ONLN) > 1 ? LSQ_DEFAULT_BUSY_POLL_US : 0;
-}
-
 static int bad_value(const char *name, const char *value, const char *expect)
 {
 	lsq_err_log("invalid value '%s' for -o %s (expected %s)", value, name,
@@ -257,14 +252,12 @@ static int parse_item(struct lsq_mount_options *opt, char *item,
 		if (!err)
 			opt->threads = (unsigned)v;
 		return err;
-	} else if (IS("busy_poll")) {
-		NEED_VALUE();
-		err = parse_uint(name, value, 0, LSQ_MAX_BUSY_POLL_US, &v);
-		if (!err)
-			opt->busy_poll_us = (unsigned)v;
-		return err;
-	} else if (IS("idle_poll")) {
-		return parse_on_off(name, value, &opt->idle_poll);
+	} else if (IS("busy_poll") || IS("idle_poll")) {
+		/* tuned our own /dev/fuse loop, which is gone; an fstab line
+		 * that names them must still mount */
+		lsq_warn("-o %s has no effect any more: requests go through "
+			 "libfuse's loop", name);
+		return LSQ_OK;
 	} else if (IS("same_cpu")) {
 		return parse_on_off(name, value, &opt->same_cpu);
 	} else if (IS("io_uring")) {
@@ -590,7 +583,6 @@ int lsq_mount_options_parse(struct lsq_mount_options *opt, int argc,
 	memset(opt, 0, sizeof(*opt));
 	opt->mode = LSQ_MODE_MOUNT;
 	opt->threads = lsq_default_threads();
-	opt->busy_poll_us = lsq_default_busy_poll_us();
 	opt->io_uring = -1;
 	opt->same_cpu = true;
 	opt->entry_timeout = LSQ_DEFAULT_TIMEOUT;
@@ -772,18 +764,10 @@ void lsq_mount_options_help(FILE *out)
 "  offset=SIZE             the image starts at byte SIZE of IMAGE (default 0)\n"
 "  threads=N               at most N request threads, 1..%u (default %u per\n"
 "                          CPU, at least 8: here %u)\n"
-"  busy_poll=USEC          the request reader spins up to USEC microseconds\n"
-"                          for the next request before it sleeps, adapting\n"
-"                          to the load; 0: libfuse's loop, where every thread\n"
-"                          sleeps in read (default %u, 0 on one CPU)\n"
-"  idle_poll[=on|off]      while requests come, keep idle CPUs polling instead\n"
-"                          of halting (CPU latency PM QoS; needs root): faster\n"
-"                          round trips on VMs, at the idle CPUs' expense\n"
-"                          (default off)\n"
-"  same_cpu[=on|off]       answer a run of quick requests (a metadata walk) on\n"
-"                          the caller's CPU as SCHED_IDLE, so the reply hands\n"
-"                          the CPU straight back; needs root or RLIMIT_NICE\n"
-"                          (default on)\n"
+"  same_cpu[=on|off]       over io_uring, answer a run of quick requests (a\n"
+"                          metadata walk) as SCHED_IDLE on the caller's CPU,\n"
+"                          so the reply hands the CPU straight back; needs\n"
+"                          root or RLIMIT_NICE (default on)\n"
 "  io_uring[=on|off]       take requests over io_uring, each answered on the\n"
 "                          CPU of its caller, where the kernel offers it (fuse\n"
 "                          module parameter enable_uring set to 1): faster\n"
@@ -814,7 +798,7 @@ void lsq_mount_options_help(FILE *out)
 "  ro                      accepted; the mount is always read-only\n"
 "  debug                   same as -d\n",
 		LSQ_MAX_THREADS, LSQ_THREADS_PER_CPU, lsq_default_threads(),
-		LSQ_DEFAULT_BUSY_POLL_US, decomp, meta, data,
+		decomp, meta, data,
 		d.fragment_cache_blocks, bc, csize, LSQ_DEFAULT_TIMEOUT,
 		LSQ_DEFAULT_TIMEOUT);
 	/* two parts: C99 promises string literals of 4095 bytes only */

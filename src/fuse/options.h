@@ -23,11 +23,6 @@
  * readahead as several requests at once. */
 #define LSQ_THREADS_PER_CPU 8u
 #define LSQ_MAX_THREADS 1024u
-/* The request reader's longest spin, the same as the haltpoll cpuidle
- * governor's guest_halt_poll_ns: long enough to span the gap between the
- * requests of a metadata walk (src/fuse/request_loop.c). */
-#define LSQ_DEFAULT_BUSY_POLL_US 200u
-#define LSQ_MAX_BUSY_POLL_US 100000u
 #define LSQ_MAX_DECOMP_CONTEXTS 4096u
 /* The image is immutable: names and attributes can be cached for as long
  * as the kernel likes. */
@@ -60,9 +55,7 @@ struct lsq_mount_options {
 	bool ignored_rw;        /* -o rw was given (and is ignored) */
 	uint64_t offset;
 	unsigned threads;
-	unsigned busy_poll_us;  /* request loop spin bound, 0: none */
-	bool idle_poll;         /* idle CPUs poll while requests come */
-	bool same_cpu;          /* quick answers on the caller's CPU */
+	bool same_cpu;          /* ring threads answer on the caller's CPU */
 	/* FUSE over io_uring where the kernel offers it: 1 asked for, -1 by
 	 * default (used, and quiet where absent), 0 off */
 	int io_uring;
@@ -109,9 +102,5 @@ int lsq_parse_size(const char *s, uint64_t *out);
 /* The default of -o threads: LSQ_THREADS_PER_CPU per online CPU, at least
  * 8, at most LSQ_MAX_THREADS. */
 unsigned lsq_default_threads(void);
-
-/* The default of -o busy_poll: LSQ_DEFAULT_BUSY_POLL_US, or 0 on one CPU,
- * where spinning would only keep the caller from running. */
-unsigned lsq_default_busy_poll_us(void);
 
 #endif

@@ -7,9 +7,9 @@
  * the CPU where the caller sleeps, as SCHED_IDLE, hands that CPU straight
  * back with its reply: a CPU running only SCHED_IDLE tasks counts as
  * idle, so the woken caller stays there and preempts us at once. No
- * cross-CPU wakeup, no halted vCPU to wake (docs/architecture.md, "Same-CPU
- * handoff"). Both request transports use it: FUSE over io_uring
- * (uring.c) and our /dev/fuse loop (request_loop.c).
+ * cross-CPU wakeup, no halted vCPU to wake (uring.c, "Same-CPU
+ * handoff"). The ring threads of FUSE over io_uring (uring.c) use it;
+ * /dev/fuse requests go through libfuse's loop.
  *
  * The price: next to a busy task on the same CPU, a SCHED_IDLE thread gets
  * almost no CPU, and requests would wait with it. So a thread goes back to

@@ -38,7 +38,7 @@
  * as much as the rest of a readdir answered from memory (cold find -type
  * f 0.48-0.54 s -> 0.39-0.40 s). Where our run queue wait shows that a
  * busy CPU kept us waiting as SCHED_IDLE, the thread hands off plainly
- * for a while (fuse/sched_idle.h, shared with the /dev/fuse loop). Only
+ * for a while (fuse/sched_idle.h). Only
  * where switching back is allowed (root, CAP_SYS_NICE or RLIMIT_NICE),
  * and not with -o same_cpu=off.
  *

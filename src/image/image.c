@@ -417,8 +417,3 @@ void lsq_image_get_stats(const struct lsq_image *img,
 		out->http_buffer_bytes = hs.buffer_bytes;
 	}
 }
-
-bool lsq_image_metadata_pinned(const struct lsq_image *img)
-{
-	return lsq_source_cache_metadata_pinned(img->src);
-}

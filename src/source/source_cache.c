@@ -438,14 +438,6 @@ int lsq_source_cache_get_stats(const struct lsq_source *src,
 	return LSQ_OK;
 }
 
-bool lsq_source_cache_metadata_pinned(const struct lsq_source *src)
-{
-	const struct cache_source *cs = (const struct cache_source *)src;
-
-	return src->ops == &cache_ops &&
-	       atomic_load_explicit(&cs->pin, memory_order_acquire) != NULL;
-}
-
 const struct lsq_source *lsq_source_unwrap(const struct lsq_source *src)
 {
 	if (src->ops == &cache_ops)

@@ -15,7 +15,12 @@ fi
 old=$(cat "$switch")
 trap 'echo "$old" > "$switch"' EXIT
 echo N > "$switch"
+# The namespace starts with a copy of every mount, FUSE mounts of other
+# runs included: detach those copies, or their daemons would outlive their
+# unmounts until this command ends.
 unshare --mount --propagation private -- sh -c '
+	awk '"'"'$3 ~ /^fuse\./ { print $2 }'"'"' /proc/self/mounts |
+		while read -r m; do umount -l "$(printf "%b" "$m")"; done
 	mount -t tmpfs -o ro,size=4k none "$1" || exit 1
 	[ ! -e "$1/enable_uring" ] || { echo "switch still visible" >&2; exit 1; }
 	shift

@@ -7,7 +7,8 @@
 #
 # usage: bench/knobs.sh [options] [-- run.sh options]
 #   --configs LIST  names from the list below, run in that order (default:
-#                   all); default must be among them
+#                   all); the table compares each with default, or
+#                   with the first one named when default is not run
 #   --build DIR     meson build dir (default $SQFS_BENCH_BUILD or <repo>/build)
 #   --results DIR   parent of the run's folder (default <repo>/bench/results)
 #   -h, --help      this text
@@ -56,8 +57,11 @@ for name in "${names[@]}"; do
 	SQFS_LAZY_ARGS=$args "$here/run.sh" --build "$build" \
 		--results "$out/runs/$name" --fuse-uring "$uring" "${run_args[@]}"
 done
-# the defaults are the reference, whatever order the runs took
-report=(default)
-for name in "${names[@]}"; do [ "$name" = default ] || report+=("$name"); done
+# the defaults are the reference, whatever order the runs took; without
+# them the first configuration named
+ref=${names[0]}
+for name in "${names[@]}"; do [ "$name" != default ] || ref=default; done
+report=("$ref")
+for name in "${names[@]}"; do [ "$name" = "$ref" ] || report+=("$name"); done
 python3 "$here/knobs_report.py" "$out" "${report[@]}" | tee "$out/knobs.md"
 echo "knobs: $out/knobs.md" >&2

@@ -22,7 +22,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -277,21 +276,6 @@ static int open_image(const struct lsq_mount_options *opt,
 	return err;
 }
 
-/* glibc's defaults let a daemon whose caches churn keep far more than
- * the caches hold: an arena per contending thread (up to 8 per CPU), each
- * keeping the holes evicted blocks leave, and an mmap threshold that rises
- * to the largest block ever freed, so later large buffers come from (and
- * pin) those heaps too. Reading a 534 MB image over HTTP with 160 MiB of
- * configured buffers peaked at 170-204 MiB; with two arenas and a fixed
- * 256 KiB threshold (HTTP chunks, 1 MiB reply buffers and libfuse's
- * request buffers mapped on their own, untouched pages never resident),
- * at 137-159 MiB (docs/decisions.md, 2026-11-25). */
-static void bound_malloc(void)
-{
-	mallopt(M_ARENA_MAX, 2);
-	mallopt(M_MMAP_THRESHOLD, 256 * 1024);
-}
-
 static int run_mount(struct lsq_mount_options *opt)
 {
 	struct lsq_mount m = {
@@ -537,7 +521,6 @@ int lsq_mount_main(int argc, char **argv)
 		status = print_stats(opt.mountpoint);
 		break;
 	case LSQ_MODE_MOUNT:
-		bound_malloc();
 		status = run_mount(&opt);
 		break;
 	}

@@ -17,8 +17,8 @@
 # Configurations (FUSE over io_uring is off unless named):
 #   default       no option: requests over /dev/fuse, libfuse's loop
 #   uring         enable_uring=1: requests over FUSE io_uring (default on)
-#   uring+same_cpu=off  rings, without same-CPU SCHED_IDLE answers
-#                 (same_cpu acts on ring threads only)
+#   uring+off     enable_uring=1 with -o io_uring=off: what the rings move
+#                 on a kernel that offers them
 # Needs root (run.sh drops caches, loop-mounts, sets enable_uring).
 set -euo pipefail
 
@@ -26,7 +26,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
 build=${SQFS_BENCH_BUILD:-$repo/build}
 results=${SQFS_BENCH_RESULTS:-$here/results}
-configs=default,uring,uring+same_cpu=off
+configs=default,uring
 run_args=(--readers kernel,lazy-local --comps zstd,xz
 	  --workloads rand1,rand2,mmap,seq,findsize,findtype
 	  --runtime 5 --repeat 3)
@@ -50,7 +50,7 @@ for name in "${names[@]}"; do
 	case $name in
 	default) ;;
 	uring) uring=on ;;
-	uring+same_cpu=off) uring=on args="-o same_cpu=off" ;;
+	uring+off) uring=on args="-o io_uring=off" ;;
 	*) echo "knobs.sh: unknown configuration $name" >&2; exit 2 ;;
 	esac
 	echo "== $name (enable_uring $uring${args:+, $args})" >&2

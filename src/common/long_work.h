@@ -4,16 +4,12 @@
  * a while (reading from the source, decompressing a block), and when that
  * work is done.
  *
- * Why: FUSE ring threads answer quick requests (a readdir from memory)
- * on the caller's CPU as SCHED_IDLE, so that the reply hands the CPU
- * straight back to the caller (fuse/sched_idle.h). Decompression at that
- * policy would get almost no CPU next to a busy task on the same CPU, so
- * the thread raises itself back to SCHED_OTHER first, and only when
- * needed: the switch is a system call, and most requests of a metadata
- * walk read and decompress nothing. A read from the source counts too: a
- * fetch may wait for the network, and the thread should not wake from it
- * at SCHED_IDLE. A ring thread goes SCHED_IDLE again at its commit
- * (fuse/uring.c). Threads of libfuse's /dev/fuse loop set no hook.
+ * Why: a FUSE ring thread is bound to its queue's CPU, next to its
+ * callers; a READ that goes on with a sequential stream lets it float to
+ * any CPU so that the stream's blocks decompress in parallel
+ * (fuse/uring.c, float_for_read). It does so only when the READ must
+ * read from the source or decompress: cached answers then cost no system
+ * call. Threads of libfuse's /dev/fuse loop set no hook.
  */
 #ifndef LSQ_COMMON_LONG_WORK_H
 #define LSQ_COMMON_LONG_WORK_H

@@ -352,8 +352,7 @@ static int run_mount(struct lsq_mount_options *opt)
 	lsq_source_allow_threads(lsq_image_source(m.img));
 	lsq_startup_profile_start(&profile, opt, m.img);
 	if (opt->io_uring != 0 && !opt->single_thread)
-		uring = lsq_uring_start(se, opt->threads, opt->io_uring > 0,
-					opt->same_cpu);
+		uring = lsq_uring_start(se, opt->threads, opt->io_uring > 0);
 	m.uring = uring;  /* before the stats watcher reads it */
 	start_watcher(&watcher, &m);
 	shown = lsq_url_redact(opt->image);

@@ -252,14 +252,11 @@ static int parse_item(struct lsq_mount_options *opt, char *item,
 		if (!err)
 			opt->threads = (unsigned)v;
 		return err;
-	} else if (IS("busy_poll") || IS("idle_poll")) {
-		/* tuned our own /dev/fuse loop, which is gone; an fstab line
-		 * that names them must still mount */
-		lsq_warn("-o %s has no effect any more: requests go through "
-			 "libfuse's loop", name);
+	} else if (IS("busy_poll") || IS("idle_poll") || IS("same_cpu")) {
+		/* tuned request loops that are gone (docs/decisions.md); an
+		 * fstab line that names them must still mount */
+		lsq_warn("-o %s has no effect any more", name);
 		return LSQ_OK;
-	} else if (IS("same_cpu")) {
-		return parse_on_off(name, value, &opt->same_cpu);
 	} else if (IS("io_uring")) {
 		return parse_on_off_given(name, value, &opt->io_uring);
 	} else if (IS("decomp")) {
@@ -584,7 +581,6 @@ int lsq_mount_options_parse(struct lsq_mount_options *opt, int argc,
 	opt->mode = LSQ_MODE_MOUNT;
 	opt->threads = lsq_default_threads();
 	opt->io_uring = -1;
-	opt->same_cpu = true;
 	opt->entry_timeout = LSQ_DEFAULT_TIMEOUT;
 	opt->attr_timeout = LSQ_DEFAULT_TIMEOUT;
 	lsq_image_options_default(&opt->image_opts);
@@ -764,10 +760,6 @@ void lsq_mount_options_help(FILE *out)
 "  offset=SIZE             the image starts at byte SIZE of IMAGE (default 0)\n"
 "  threads=N               at most N request threads, 1..%u (default %u per\n"
 "                          CPU, at least 8: here %u)\n"
-"  same_cpu[=on|off]       over io_uring, answer a run of quick requests (a\n"
-"                          metadata walk) as SCHED_IDLE on the caller's CPU,\n"
-"                          so the reply hands the CPU straight back; needs\n"
-"                          root or RLIMIT_NICE (default on)\n"
 "  io_uring[=on|off]       take requests over io_uring, each answered on the\n"
 "                          CPU of its caller, where the kernel offers it (fuse\n"
 "                          module parameter enable_uring set to 1): faster\n"

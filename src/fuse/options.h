@@ -55,7 +55,6 @@ struct lsq_mount_options {
 	bool ignored_rw;        /* -o rw was given (and is ignored) */
 	uint64_t offset;
 	unsigned threads;
-	bool same_cpu;          /* ring threads answer on the caller's CPU */
 	/* FUSE over io_uring where the kernel offers it: 1 asked for, -1 by
 	 * default (used, and quiet where absent), 0 off */
 	int io_uring;

@@ -8,10 +8,10 @@
  * reply costs tens of microseconds; a metadata walk is a chain of such
  * round trips (find waits for each readdir). With io_uring the kernel
  * queues a request on the queue of the CPU its caller runs on, and the
- * thread it wakes for it is bound to that CPU: the caller blocks, our
- * thread runs in its place on the same CPU, answers, and the caller runs
- * again, with no cross-CPU wakeup and no halted CPU in between, as when
- * the kernel's own squashfs reads.
+ * thread it wakes for it is bound to that CPU: the caller blocks and our
+ * thread runs in its place on the same CPU, with no cross-CPU wakeup for
+ * the request. The scheduler still places the woken caller where it
+ * likes at the reply.
  *
  * How: per CPU we may run on, a few threads bound to that CPU (one for
  * each other possible CPU: the kernel wants every queue registered). Each
@@ -27,20 +27,10 @@
  * request; anything else (notifications, replies to /dev/fuse requests)
  * is written to /dev/fuse as before.
  *
- * Same-CPU handoff: the commit wakes the caller, and the scheduler puts a
- * woken task on an idle CPU rather than behind the running waker (FUSE
- * does not wake "sync" as pipes do), so the caller would hop to the other,
- * halted CPU at every reply. For the commit our thread therefore runs as
- * SCHED_IDLE: a CPU running only SCHED_IDLE tasks counts as idle, the
- * caller stays on its CPU and preempts us at once. We stay SCHED_IDLE for
- * the next request and go back to SCHED_OTHER only before a source read
- * or a decompression (common/long_work.h): the two policy switches cost
- * as much as the rest of a readdir answered from memory (cold find -type
- * f 0.48-0.54 s -> 0.39-0.40 s). Where our run queue wait shows that a
- * busy CPU kept us waiting as SCHED_IDLE, the thread hands off plainly
- * for a while (fuse/sched_idle.h). Only
- * where switching back is allowed (root, CAP_SYS_NICE or RLIMIT_NICE),
- * and not with -o same_cpu=off.
+ * Ring threads run as SCHED_OTHER throughout. Answering quick requests
+ * as SCHED_IDLE, so that the woken caller kept its CPU, was tried and
+ * removed (docs/decisions.md, 2026-11-25: without it 4 bench rows were
+ * faster and none slower).
  *
  * Sequential readers: the kernel queues all of one reader's readahead
  * requests on its CPU's queue, so their blocks would decompress one after
@@ -71,7 +61,6 @@
 #include "common/log.h"
 #include "common/long_work.h"
 #include "common/scratch.h"
-#include "fuse/sched_idle.h"
 
 #if LSQ_HAVE_LIBURING
 
@@ -156,7 +145,6 @@ struct ring_thread {
 	struct iovec iov[2];
 	uint64_t unique;        /* request being answered */
 	bool replied;           /* its reply is in the entry */
-	struct lsq_idle_thread sched; /* SCHED_IDLE between quick requests */
 	atomic_uint_fast64_t requests; /* answered; only this thread adds */
 	bool seq_read;          /* the request continues a sequential read */
 	bool floating;          /* may run on any CPU (float_for_read) */
@@ -175,7 +163,6 @@ struct lsq_uring {
 	unsigned nthreads;
 	atomic_bool stopping;
 	atomic_uint registered; /* threads whose entry the kernel holds */
-	atomic_bool idle_handoff; /* commits may run as SCHED_IDLE */
 	struct ring_thread *threads;
 	struct ring_queue *queues;
 	cpu_set_t allowed;        /* CPUs the daemon may run on */
@@ -262,18 +249,14 @@ static int submit_cmd(struct ring_thread *t, uint32_t op, uint64_t commit)
 	return io_uring_submit(&t->ring) == 1 ? 0 : -EIO;
 }
 
-/* Back to SCHED_OTHER for work that needs its fair share of the CPU. */
-static void leave_idle(struct ring_thread *t)
+/* Binds the calling thread to one CPU; 0 or -1 (errno). */
+static int bind_to_cpu(unsigned cpu)
 {
-	int err = lsq_idle_leave(&t->sched);
+	cpu_set_t one;
 
-	if (err < 0) {
-		/* Only if someone lowered our RLIMIT_NICE since the probe:
-		 * this thread stays slow under load, the others stop. */
-		lsq_warn("io_uring: cannot leave SCHED_IDLE (%s); no more "
-			 "same-CPU handoffs", strerror(-err));
-		atomic_store(&t->u->idle_handoff, false);
-	}
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	return sched_setaffinity(0, sizeof(one), &one);
 }
 
 /* Sequential reads: the kernel queues all of one reader's readahead
@@ -283,9 +266,8 @@ static void leave_idle(struct ring_thread *t)
  * same file (follows_last_read) therefore lets the scheduler place it on
  * any CPU, as /dev/fuse threads are, and stays so while the stream goes
  * on: woken for its next READ, it lands on an idle CPU instead of waiting
- * behind its sibling. The first other
- * request binds it back to its queue's CPU (answer()), where the
- * same-CPU handoff needs it. Random reads stay bound: requests that do
+ * behind its sibling. The first other request binds it back to its
+ * queue's CPU (answer()), next to its callers. Random reads stay bound: requests that do
  * not come in parallel gain nothing from another CPU. */
 static void float_for_read(struct ring_thread *t)
 {
@@ -296,52 +278,28 @@ static void float_for_read(struct ring_thread *t)
 }
 
 /* lsq_long_work_hook of the ring threads: a source read or a
- * decompression is ahead. */
+ * decompression is ahead. Floating only then costs cached reads no
+ * system call. */
 static void ring_long_work(enum lsq_long_work what, bool done)
 {
 	struct ring_thread *t = current_thread;
 
 	(void)what;
-	/* Done: the commit goes idle again, right before the reply. */
-	if (!t || done)
-		return;
-	leave_idle(t);
-	if (t->unique)
+	if (t && !done && t->unique)
 		float_for_read(t);
 }
 
-/* Prepares the commit of the reply, which also fetches the next request;
- * the wait for that one submits it. See "Same-CPU handoff" at the top: the
- * thread stays SCHED_IDLE after the commit, for the next request, unless
- * that one reads or decompresses (ring_long_work). */
-static int commit(struct ring_thread *t, uint64_t unique)
-{
-	/* Away from the caller's CPU, there is no handoff to make. */
-	if (atomic_load_explicit(&t->u->idle_handoff, memory_order_relaxed) &&
-	    !t->floating)
-		lsq_idle_enter(&t->sched, lsq_monotonic_ns());
-	return prep_cmd(t, RING_CMD_COMMIT_AND_FETCH, unique);
-}
-
-/* Submits what is queued (a commit) and waits for the next completion. */
+/* Submits what is queued (the commit of a reply, which also fetches the
+ * next request) and waits for the next completion. */
 static int wait_next(struct ring_thread *t, struct io_uring_cqe **cqe)
 {
 	/* The kernel ends our fetch at unmount; the timeout only bounds
 	 * how long a stop waits when it does not. */
 	struct __kernel_timespec ts = { .tv_sec = 1 };
-	uint64_t start = t->sched.idle ? lsq_monotonic_ns() : 0;
 	int res;
 
-	if (start)
-		lsq_idle_before_wait(&t->sched, start);
 	*cqe = NULL;
 	res = io_uring_submit_and_wait_timeout(&t->ring, cqe, 1, &ts, NULL);
-	if (start) {
-		uint64_t now = lsq_monotonic_ns();
-
-		if (now - start > LSQ_STARVE_CHECK_NS)
-			lsq_idle_check_starved(&t->sched, now);
-	}
 	if (res < 0)
 		return res;
 	/* liburing returns the count submitted, and may return it with no
@@ -406,7 +364,7 @@ static uint64_t answer(struct ring_thread *t)
 					(const void *)t->hdr->op_in);
 	if (!t->seq_read && t->floating) {
 		/* back with the caller; outside our cpuset: run anywhere */
-		(void)lsq_bind_to_cpu((int)t->qid);
+		(void)bind_to_cpu(t->qid);
 		t->floating = false;
 	}
 	buf = (struct fuse_buf){ .size = in->len, .mem = t->request };
@@ -477,7 +435,7 @@ static void *ring_thread_main(void *arg)
 	int res;
 
 	pthread_setname_np(pthread_self(), "sqfs-ring");
-	(void)lsq_bind_to_cpu((int)t->qid);  /* outside our cpuset: anywhere */
+	(void)bind_to_cpu(t->qid);  /* outside our cpuset: anywhere */
 	current_thread = t;
 	lsq_long_work_hook = ring_long_work;
 	/* answer() copies each request out of the payload first, so
@@ -502,7 +460,6 @@ static void *ring_thread_main(void *arg)
 		return NULL;
 	}
 	atomic_fetch_add(&u->registered, 1);
-	lsq_idle_thread_init(&t->sched);
 	for (;;) {
 		uint64_t unique;
 
@@ -525,7 +482,8 @@ static void *ring_thread_main(void *arg)
 				atomic_load_explicit(&t->requests,
 						     memory_order_relaxed) + 1,
 				memory_order_relaxed);
-			res = commit(t, unique);
+			res = prep_cmd(t, RING_CMD_COMMIT_AND_FETCH,
+				       unique);
 			if (res == 0)
 				continue;
 		}
@@ -539,9 +497,7 @@ static void *ring_thread_main(void *arg)
 			break;
 	}
 	atomic_fetch_sub(&u->registered, 1);
-	leave_idle(t);
 	current_thread = NULL;
-	lsq_idle_thread_fini(&t->sched);
 	return NULL;
 }
 
@@ -557,7 +513,6 @@ static int init_thread(struct lsq_uring *u, struct ring_thread *t,
 {
 	t->u = u;
 	t->qid = qid;
-	t->sched.schedstat_fd = -1;
 	t->hdr = malloc(sizeof(*t->hdr));
 	t->payload = malloc(PAYLOAD_CAP);
 	t->request = malloc(sizeof(struct fuse_in_header) +
@@ -604,7 +559,7 @@ static unsigned queue_threads(const struct lsq_uring *u, unsigned qid,
 }
 
 struct lsq_uring *lsq_uring_start(struct fuse_session *se, unsigned threads,
-				  bool asked, bool same_cpu)
+				  bool asked)
 {
 	struct lsq_uring *u;
 	unsigned per_queue, q, i, n;
@@ -650,7 +605,6 @@ struct lsq_uring *lsq_uring_start(struct fuse_session *se, unsigned threads,
 			}
 		}
 	}
-	atomic_init(&u->idle_handoff, same_cpu && lsq_sched_idle_allowed());
 	/* From here on libfuse sends every message through ring_writev. */
 	if (fuse_session_custom_io(se, &ring_io, u->fd) != 0) {
 		lsq_debug("io_uring: libfuse refused the reply hook");
@@ -666,9 +620,8 @@ struct lsq_uring *lsq_uring_start(struct fuse_session *se, unsigned threads,
 	if (n < u->nthreads)
 		lsq_warn("io_uring: started %u of %u ring threads", n,
 			 u->nthreads);
-	lsq_debug("io_uring: %u queues, %u threads (%u per CPU we run on)%s",
-		  u->nqueues, u->nthreads, per_queue,
-		  atomic_load(&u->idle_handoff) ? ", same-CPU handoff" : "");
+	lsq_debug("io_uring: %u queues, %u threads (%u per CPU we run on)",
+		  u->nqueues, u->nthreads, per_queue);
 	return u;
 
 fail:
@@ -718,11 +671,10 @@ void lsq_uring_stop(struct lsq_uring *u)
 #else /* !LSQ_HAVE_LIBURING */
 
 struct lsq_uring *lsq_uring_start(struct fuse_session *se, unsigned threads,
-				  bool asked, bool same_cpu)
+				  bool asked)
 {
 	(void)se;
 	(void)threads;
-	(void)same_cpu;
 	lsq_log(asked ? LSQ_LOG_WARNING : LSQ_LOG_DEBUG,
 		"io_uring: not built in (no liburing); requests come over "
 		"/dev/fuse");

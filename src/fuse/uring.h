@@ -24,10 +24,9 @@ struct lsq_uring;
  * all queues are up. Returns NULL when the kernel does not offer FUSE over
  * io_uring (fuse module parameter enable_uring) or this build lacks
  * liburing, having said so if 'asked' (at debug level otherwise); the
- * mount then works over /dev/fuse. same_cpu: quick requests may be
- * answered as SCHED_IDLE (-o same_cpu, fuse/sched_idle.h). */
+ * mount then works over /dev/fuse. */
 struct lsq_uring *lsq_uring_start(struct fuse_session *se, unsigned threads,
-				  bool asked, bool same_cpu);
+				  bool asked);
 
 /* Call once the connection is gone (after fuse_session_unmount()): the
  * kernel then ends every pending fetch and the threads exit. Joins and

@@ -373,15 +373,16 @@ def test_idle_mount_burns_no_cpu(small_image, mnt):
 
 
 def test_retired_loop_options_still_mount(small_image, mnt):
-    """busy_poll and idle_poll tuned a request loop of ours that is gone
-    (docs/decisions.md, 2026-11-25): an fstab line that names them still
-    mounts, with one warning each, and the daemon neither spins nor holds
-    a CPU latency request for them."""
-    r = daemon("-o", "busy_poll=5000,idle_poll", util.image_source(small_image),
-               mnt)
+    """busy_poll and idle_poll tuned a request loop of ours that is gone,
+    same_cpu the ring threads' SCHED_IDLE answers (docs/decisions.md,
+    2026-11-25): an fstab line that names them still mounts, with one
+    warning each, and the daemon neither spins nor holds a CPU latency
+    request for them."""
+    r = daemon("-o", "busy_poll=5000,idle_poll,same_cpu=on",
+               util.image_source(small_image), mnt)
     err = r.stderr.decode(errors="replace")
     assert r.returncode == 0, err
-    for name in ("busy_poll", "idle_poll"):
+    for name in ("busy_poll", "idle_poll", "same_cpu"):
         assert "-o %s has no effect" % name in err, err
     pid = find_daemon(mnt)
     for _ in range(200):
@@ -447,7 +448,7 @@ def test_help_and_man_page_list_the_same_options():
                            "sqfs-lazy-mount.1.scd")) as f:
         man = man_option_names(f.read())
     helped = help_option_names(out)
-    assert len(helped) > 40 and "same_cpu" in helped, sorted(helped)
+    assert len(helped) > 40 and "io_uring" in helped, sorted(helped)
     assert helped - man == set(), "in --help, not in the man page"
     assert {n for n in man - helped
             if not (n.startswith("no") and n[2:] in helped)} == set(), \
@@ -462,8 +463,8 @@ def worker_threads(pid):
 def test_dev_fuse_workers_stay_plain(small_image, mnt):
     """Over /dev/fuse, requests are answered by libfuse's workers, named
     sqfs-worker (ps, top -H, gdb), as plain SCHED_OTHER threads free to
-    run on any CPU: same_cpu (on by default) acts on ring threads only,
-    so a run of quick requests from one CPU binds no worker there."""
+    run on any CPU: a run of quick requests from one CPU binds no worker
+    there and lowers no worker's policy."""
     cpus = sorted(os.sched_getaffinity(0))
     assert len(cpus) >= 2, "needs two CPUs"
     old = os.sched_getaffinity(0)

@@ -249,7 +249,7 @@ def thread_names(pid):
     return names
 
 
-SCHED_OTHER, SCHED_IDLE = 0, 5
+SCHED_OTHER = 0
 
 
 def thread_policies(pid, name):

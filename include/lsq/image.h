@@ -200,6 +200,9 @@ struct lsq_image_stats {
 	 * memory now and at its peak (VmRSS, VmHWM), to hold against the
 	 * caches' bytes above */
 	uint64_t process_rss_bytes, process_rss_peak_bytes;
+	/* the mount daemon's: freed data buffers kept for reuse
+	 * (common/bufpool.h) */
+	uint64_t buffer_pool_bytes;
 	/* prefetch (lsq_image_prefetch): profile entries found and missing,
 	 * compressed bytes planned; then, from the caching layer, requests
 	 * made, bytes fetched, failed requests, blocks stored, and reads

@@ -31,6 +31,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "common/bufpool.h"
 #include "lsq/error.h"
 
 #define DEFAULT_SHARDS 16u
@@ -86,7 +87,7 @@ struct lsq_block *lsq_block_alloc(size_t capacity)
 
 	if (capacity > SIZE_MAX - sizeof(*blk))
 		return NULL;
-	blk = malloc(sizeof(*blk) + capacity);
+	blk = lsq_bufpool_alloc(sizeof(*blk) + capacity);
 	if (!blk)
 		return NULL;
 	atomic_init(&blk->refcount, 1);
@@ -118,7 +119,7 @@ void lsq_block_put(struct lsq_block *blk)
 					memory_order_acq_rel);
 	assert(old != 0);
 	if (old == 1)
-		free(blk);
+		lsq_bufpool_free(blk);
 }
 
 /* ---- locking: misuse is a bug, not an error to propagate ---- */
@@ -338,7 +339,7 @@ static void publish(struct lsq_block_cache *cache, struct shard *s,
 	struct flight *f = e->flight;
 	struct entry *dead = NULL;
 	unsigned waiters, refs;
-	size_t charge = blk ? sizeof(*blk) + blk->capacity : 0;
+	size_t charge = blk ? lsq_bufpool_footprint(blk) : 0;
 	bool keep = false;
 
 	lock_shard(s);

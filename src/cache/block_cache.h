@@ -34,10 +34,12 @@ struct lsq_block {
 
 /* Allocate a block with room for capacity bytes; refcount 1, size 0,
  * key and aux 0. NULL on allocation failure or if the total size would
- * overflow. Blocks must come from here (put releases them with free()).
+ * overflow. Blocks must come from here (common/bufpool.h; put releases
+ * them there).
  *
- * A cached block is charged sizeof(struct lsq_block) + capacity against
- * the budget, so a loader that allocates generously pays for it. */
+ * A cached block is charged what it costs in memory (its bufpool
+ * footprint: header, capacity and the rest of its last page) against the
+ * budget, so a loader that allocates generously pays for it. */
 struct lsq_block *lsq_block_alloc(size_t capacity);
 
 /* Take / drop a reference. put frees at zero; NULL is ignored. */

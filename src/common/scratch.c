@@ -4,6 +4,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "common/bufpool.h"
+
 struct scratch {
 	void *buf[LSQ_SCRATCH_SLOTS];
 	size_t cap[LSQ_SCRATCH_SLOTS];
@@ -21,7 +23,7 @@ static void scratch_free(void *p)
 	struct scratch *s = p;
 
 	for (int i = 0; i < LSQ_SCRATCH_SLOTS; i++)
-		free(s->buf[i]);
+		lsq_bufpool_free(s->buf[i]);
 	free(s);
 }
 
@@ -57,10 +59,10 @@ void *lsq_scratch(enum lsq_scratch_slot slot, size_t len)
 	/* Grow in powers of two from 64 KiB: a few sizes cover all. */
 	for (cap = 64 * 1024; cap < len; cap *= 2)
 		;
-	p = malloc(cap);
+	p = lsq_bufpool_alloc(cap);
 	if (!p)
 		return NULL;
-	free(s->buf[slot]);
+	lsq_bufpool_free(s->buf[slot]);
 	s->buf[slot] = p;
 	s->cap[slot] = cap;
 	return p;

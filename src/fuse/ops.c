@@ -18,6 +18,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "common/bufpool.h"
 #include "common/log.h"
 #include "common/scratch.h"
 #include "fuse/inode_map.h"
@@ -566,6 +567,7 @@ void lsq_mount_get_stats(const struct lsq_mount *m,
 	lsq_uring_get_stats(m->uring, &st->fuse_ring_threads,
 			    &st->fuse_ring_requests);
 	read_rss(&st->process_rss_bytes, &st->process_rss_peak_bytes);
+	st->buffer_pool_bytes = lsq_bufpool_pooled_bytes();
 }
 
 /* The counters as the value of LSQ_STATS_XATTR on the root. */

@@ -53,6 +53,7 @@ static const struct {
 	C(fuse_ring_requests),
 	C(process_rss_bytes),
 	C(process_rss_peak_bytes),
+	C(buffer_pool_bytes),
 	C(prefetch_files),
 	C(prefetch_missing),
 	C(prefetch_planned_bytes),

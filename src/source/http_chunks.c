@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "common/bufpool.h"
 #include "lsq/error.h"
 #include "source/http_internal.h"
 
@@ -35,7 +36,7 @@ void lsq_http_chunk_unlink(struct http_source *hs, struct chunk *c)
 
 void lsq_http_chunk_free(struct chunk *c)
 {
-	free(c->data);
+	lsq_bufpool_free(c->data);
 	free(c);
 }
 
@@ -128,7 +129,7 @@ struct chunk *lsq_http_chunk_new(struct http_source *hs, uint64_t off,
 
 	if (!c)
 		return NULL;
-	c->data = malloc(len);
+	c->data = lsq_bufpool_alloc(len);
 	if (!c->data) {
 		free(c);
 		return NULL;

@@ -22,6 +22,7 @@
 
 #include "cache/block_cache.h"
 #include "cache/disk_cache.h"
+#include "common/bufpool.h"
 #include "common/checked_math.h"
 #include "lsq/error.h"
 #include "lsq/source.h"
@@ -262,8 +263,8 @@ int lsq_source_cache_prefetch(struct lsq_source *src,
 			hi = ext[i].offset + ext[i].len;
 	}
 	/* the caller keeps spans short; this bounds a mistake */
-	buf = hi - lo <= 16 * CACHE_MAX_RANGE ? malloc((size_t)(hi - lo))
-					      : NULL;
+	buf = hi - lo <= 16 * CACHE_MAX_RANGE ?
+		lsq_bufpool_alloc((size_t)(hi - lo)) : NULL;
 	if (!buf) {
 		ret = LSQ_ERR_NOMEM;
 	} else {
@@ -298,7 +299,7 @@ int lsq_source_cache_prefetch(struct lsq_source *src,
 		lsq_block_cache_fulfil(cs->ram, res[i], blk);
 	}
 out:
-	free(buf);
+	lsq_bufpool_free(buf);
 	free(res);
 	return ret;
 }

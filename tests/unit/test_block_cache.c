@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "cache/block_cache.h"
+#include "common/bufpool.h"
 #include "lsq/error.h"
 #include "../harness/check.h"
 
@@ -146,9 +147,18 @@ static int test_load(void *ctx, uint64_t key, struct lsq_block **out)
 	return LSQ_OK;
 }
 
+/* What a block of capacity is charged: its memory (common/bufpool.h),
+ * at least the block itself. */
 static size_t charge_of(size_t capacity)
 {
-	return sizeof(struct lsq_block) + capacity;
+	struct lsq_block *blk = lsq_block_alloc(capacity);
+	size_t charge;
+
+	CHECK(blk);
+	charge = lsq_bufpool_footprint(blk);
+	CHECK(charge >= sizeof(struct lsq_block) + capacity);
+	lsq_block_put(blk);
+	return charge;
 }
 
 static unsigned refs(struct lsq_block *blk)

@@ -7,6 +7,9 @@
  * CPU the thread runs on, if that shard has room; an allocation takes the
  * smallest pooled mapping that fits and wastes at most an eighth of it,
  * from its own shard first, then from any other it can lock at once.
+ * Mappings are counted: past half of the kernel's per-process limit
+ * (vm.max_map_count) buffers come from malloc, so that thread stacks,
+ * libraries and sockets can still be mapped with a huge cache.
  * Under AddressSanitizer every buffer comes from malloc, so that overruns
  * of a buffer are still caught.
  */
@@ -14,7 +17,9 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -58,11 +63,28 @@ static struct shard shards[MAX_SHARDS];
 static unsigned nshards;
 static size_t shard_cap;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+static atomic_size_t live_maps;  /* ours, pooled ones included */
+static size_t max_maps;
+
+/* Half of vm.max_map_count (65530 by default). */
+static size_t map_budget(void)
+{
+	FILE *f = fopen("/proc/sys/vm/max_map_count", "re");
+	unsigned long n = 65530;
+
+	if (f) {
+		if (fscanf(f, "%lu", &n) != 1)
+			n = 65530;
+		fclose(f);
+	}
+	return n / 2;
+}
 
 static void init(void)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_CONF);
 
+	max_maps = map_budget();
 	nshards = cpus < 1 ? 1 : cpus > MAX_SHARDS ? MAX_SHARDS : (unsigned)cpus;
 	shard_cap = LSQ_BUFPOOL_CAP / nshards;
 	for (unsigned i = 0; i < MAX_SHARDS; i++)
@@ -134,6 +156,22 @@ static bool to_pool(void *map, size_t len)
 	return kept;
 }
 
+/* A fresh mapping of len bytes, if we may have one more. */
+static void *map_new(size_t len, size_t *got)
+{
+	void *map = MAP_FAILED;
+
+	if (atomic_fetch_add(&live_maps, 1) < max_maps)
+		map = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (map == MAP_FAILED) {
+		atomic_fetch_sub(&live_maps, 1);
+		return NULL;
+	}
+	*got = len;
+	return map;
+}
+
 void *lsq_bufpool_alloc(size_t len)
 {
 	struct header *h;
@@ -146,13 +184,8 @@ void *lsq_bufpool_alloc(size_t len)
 
 		pthread_once(&once, init);
 		h = from_pool(need, &map_len);
-		if (!h) {
-			h = mmap(NULL, need, PROT_READ | PROT_WRITE,
-				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-			map_len = need;
-			if (h == MAP_FAILED) /* out of mappings: try malloc */
-				h = NULL, map_len = 0;
-		}
+		if (!h)
+			h = map_new(need, &map_len);
 	} else {
 		h = NULL;
 	}
@@ -173,8 +206,10 @@ void lsq_bufpool_free(void *p)
 	h = (struct header *)((char *)p - HEADER);
 	if (!h->map_len)
 		free(h);
-	else if (!to_pool(h, h->map_len))
+	else if (!to_pool(h, h->map_len)) {
 		munmap(h, h->map_len);
+		atomic_fetch_sub(&live_maps, 1);
+	}
 }
 
 size_t lsq_bufpool_footprint(const void *p)

@@ -36,7 +36,6 @@
 #endif
 
 #define HEADER 64
-#define PAGE ((size_t)4096)
 #define MAX_SHARDS 16
 #define SLOTS 32
 
@@ -62,6 +61,7 @@ struct shard {
 static struct shard shards[MAX_SHARDS];
 static unsigned nshards;
 static size_t shard_cap;
+static size_t page;               /* mappings are whole pages */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static atomic_size_t live_maps;  /* ours, pooled ones included */
 static size_t max_maps;
@@ -83,7 +83,9 @@ static size_t map_budget(void)
 static void init(void)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_CONF);
+	long pg = sysconf(_SC_PAGESIZE);
 
+	page = pg > 0 ? (size_t)pg : 4096;
 	max_maps = map_budget();
 	nshards = cpus < 1 ? 1 : cpus > MAX_SHARDS ? MAX_SHARDS : (unsigned)cpus;
 	shard_cap = LSQ_BUFPOOL_CAP / nshards;
@@ -177,12 +179,12 @@ void *lsq_bufpool_alloc(size_t len)
 	struct header *h;
 	size_t map_len = 0;
 
-	if (len > SIZE_MAX - HEADER - PAGE)
+	pthread_once(&once, init);
+	if (len > SIZE_MAX - HEADER - page)
 		return NULL;
 	if (USE_MAPS && len + HEADER >= LSQ_BUFPOOL_MIN) {
-		size_t need = (len + HEADER + PAGE - 1) & ~(PAGE - 1);
+		size_t need = (len + HEADER + page - 1) & ~(page - 1);
 
-		pthread_once(&once, init);
 		h = from_pool(need, &map_len);
 		if (!h)
 			h = map_new(need, &map_len);
@@ -204,9 +206,9 @@ void lsq_bufpool_free(void *p)
 	if (!p)
 		return;
 	h = (struct header *)((char *)p - HEADER);
-	if (!h->map_len)
+	if (!h->map_len) {
 		free(h);
-	else if (!to_pool(h, h->map_len)) {
+	} else if (!to_pool(h, h->map_len)) {
 		munmap(h, h->map_len);
 		atomic_fetch_sub(&live_maps, 1);
 	}

@@ -4,12 +4,13 @@
  * a while (reading from the source, decompressing a block), and when that
  * work is done.
  *
- * Why: a FUSE ring thread is bound to its queue's CPU, next to its
- * callers; a READ that goes on with a sequential stream lets it float to
- * any CPU so that the stream's blocks decompress in parallel
- * (fuse/uring.c, float_for_read). It does so only when the READ must
- * read from the source or decompress: cached answers then cost no system
- * call. Threads of libfuse's /dev/fuse loop set no hook.
+ * Why: where a request thread runs matters only for such work. A FUSE
+ * ring thread is bound to its queue's CPU, next to its callers; a READ
+ * that goes on with a sequential stream lets it float to any CPU so that
+ * the stream's blocks decompress in parallel (fuse/uring.c,
+ * float_for_read). A worker of libfuse's /dev/fuse loop moves to a CPU
+ * where none of ours decompresses (fuse/spread.h). Both act only here:
+ * cached answers cost no system call.
  */
 #ifndef LSQ_COMMON_LONG_WORK_H
 #define LSQ_COMMON_LONG_WORK_H

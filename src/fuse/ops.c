@@ -24,6 +24,7 @@
 #include "fuse/inode_map.h"
 #include "fuse/mount.h"
 #include "fuse/recorder.h"
+#include "fuse/spread.h"
 #include "fuse/reply.h"
 #include "fuse/stats.h"
 #include "fuse/uring.h"
@@ -34,8 +35,9 @@
 #define LSQ_DIRENT_NAME_MAX 256
 
 /* libfuse starts its workers unnamed (they inherit the main thread's
- * name); name each on its first request so ps and top tell them apart.
- * Ring threads are named already, and with -s the main thread answers. */
+ * name); name each on its first request so ps and top tell them apart,
+ * and let it spread its decompressions (fuse/spread.h). Ring threads are
+ * named already, and with -s the main thread answers. */
 static void name_request_thread(void)
 {
 	static _Thread_local bool named;
@@ -48,6 +50,7 @@ static void name_request_thread(void)
 	    strcmp(name, "sqfs-ring") == 0)
 		return;
 	prctl(PR_SET_NAME, "sqfs-worker");
+	lsq_spread_worker_init();
 }
 
 static struct lsq_mount *mount_of(fuse_req_t req)

@@ -16,6 +16,7 @@ import shutil
 import signal
 import struct
 import subprocess
+import threading
 import time
 
 import pytest
@@ -464,7 +465,9 @@ def test_dev_fuse_workers_stay_plain(small_image, mnt):
     """Over /dev/fuse, requests are answered by libfuse's workers, named
     sqfs-worker (ps, top -H, gdb), as plain SCHED_OTHER threads free to
     run on any CPU: a run of quick requests from one CPU binds no worker
-    there and lowers no worker's policy."""
+    there and lowers no worker's policy, and a worker that moved to
+    another CPU for a decompression (src/fuse/spread.c) is free again
+    once it is done."""
     cpus = sorted(os.sched_getaffinity(0))
     assert len(cpus) >= 2, "needs two CPUs"
     old = os.sched_getaffinity(0)
@@ -475,6 +478,23 @@ def test_dev_fuse_workers_stay_plain(small_image, mnt):
         os.sched_setaffinity(0, {cpus[-1]})
         for _ in range(2000):
             stats_request(mnt)
+        failures = []
+
+        def reader():
+            try:
+                check_contents(mnt)
+            except (AssertionError, OSError) as e:
+                failures.append(e)
+
+        for _ in range(3):  # two readers decompressing at once
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("3")
+            readers = [threading.Thread(target=reader) for _ in range(2)]
+            for t in readers:
+                t.start()
+            for t in readers:
+                t.join()
+        assert not failures, failures
         threads = worker_threads(pid)
         check_contents(mnt)
     finally:

@@ -267,8 +267,8 @@ static int bind_to_cpu(unsigned cpu)
  * any CPU, as /dev/fuse threads are, and stays so while the stream goes
  * on: woken for its next READ, it lands on an idle CPU instead of waiting
  * behind its sibling. The first other request binds it back to its
- * queue's CPU (answer()), next to its callers. Random reads stay bound: requests that do
- * not come in parallel gain nothing from another CPU. */
+ * queue's CPU (answer()), next to its callers. Random reads stay bound:
+ * requests that do not come in parallel gain nothing from another CPU. */
 static void float_for_read(struct ring_thread *t)
 {
 	if (!t->seq_read || t->floating || CPU_COUNT(&t->u->allowed) < 2)

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "common/bind_cpu.h"
 #include "common/long_work.h"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -30,15 +31,6 @@ static void init(void)
 	decompressing = calloc(ncpu, sizeof(*decompressing));
 }
 
-static int bind_to(unsigned cpu)
-{
-	cpu_set_t one;
-
-	CPU_ZERO(&one);
-	CPU_SET(cpu, &one);
-	return sched_setaffinity(0, sizeof(one), &one);
-}
-
 static void start_decompression(void)
 {
 	int cur = sched_getcpu();
@@ -55,7 +47,7 @@ static void start_decompression(void)
 			    atomic_load_explicit(&decompressing[c],
 						 memory_order_relaxed))
 				continue;
-			if (bind_to(c) == 0) {
+			if (lsq_bind_to_cpu(c) == 0) {
 				cpu = c;
 				moved = true;
 			}

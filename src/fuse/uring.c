@@ -58,6 +58,7 @@
 
 #include <stdlib.h>
 
+#include "common/bind_cpu.h"
 #include "common/log.h"
 #include "common/long_work.h"
 #include "common/scratch.h"
@@ -249,16 +250,6 @@ static int submit_cmd(struct ring_thread *t, uint32_t op, uint64_t commit)
 	return io_uring_submit(&t->ring) == 1 ? 0 : -EIO;
 }
 
-/* Binds the calling thread to one CPU; 0 or -1 (errno). */
-static int bind_to_cpu(unsigned cpu)
-{
-	cpu_set_t one;
-
-	CPU_ZERO(&one);
-	CPU_SET(cpu, &one);
-	return sched_setaffinity(0, sizeof(one), &one);
-}
-
 /* Sequential reads: the kernel queues all of one reader's readahead
  * requests on its CPU's queue, and that queue's threads are bound to it,
  * so their blocks would decompress one after the other on that CPU. A
@@ -364,7 +355,7 @@ static uint64_t answer(struct ring_thread *t)
 					(const void *)t->hdr->op_in);
 	if (!t->seq_read && t->floating) {
 		/* back with the caller; outside our cpuset: run anywhere */
-		(void)bind_to_cpu(t->qid);
+		(void)lsq_bind_to_cpu(t->qid);
 		t->floating = false;
 	}
 	buf = (struct fuse_buf){ .size = in->len, .mem = t->request };
@@ -435,7 +426,7 @@ static void *ring_thread_main(void *arg)
 	int res;
 
 	pthread_setname_np(pthread_self(), "sqfs-ring");
-	(void)bind_to_cpu(t->qid);  /* outside our cpuset: anywhere */
+	(void)lsq_bind_to_cpu(t->qid);  /* outside our cpuset: anywhere */
 	current_thread = t;
 	lsq_long_work_hook = ring_long_work;
 	/* answer() copies each request out of the payload first, so

@@ -6,7 +6,7 @@ set -euo pipefail
 PKGS=(
 	meson ninja-build pkg-config gcc clang
 	libfuse3-dev fuse3 libcurl4-openssl-dev liburing-dev
-	zlib1g-dev liblzma-dev liblz4-dev liblzo2-dev libzstd-dev
+	zlib1g-dev liblzma-dev liblz4-dev liblzo2-dev libzstd-dev libssl-dev
 	libarchive-dev libarchive-tools zstd
 	squashfs-tools squashfs-tools-ng squashfuse
 	nginx-light fio valgrind attr python3 python3-pytest

@@ -36,4 +36,26 @@ cp "$tmp/tiny_raw.sqfs" "$tmp/tiny_gzip.sqfs" corpus/superblock/
 cp "$tmp/tiny_raw.sqfs" "$tmp/bigdir_gzip.sqfs" corpus/dir/
 cp "$tmp/tiny_raw.sqfs" "$tmp/tiny_gzip.sqfs" corpus/xattr/
 cp "$tmp/tiny_raw.sqfs" corpus/image_walk/
+
+# manifest: the manifests of two seed images, signed with a throwaway key
+# (so these seeds change on every run; any valid signature will do, the
+# target parses without checking it): a detached one, and the tail of an
+# embedded one from its body on (what a mount reads). Needs a build of
+# sqfs-lazy-sign: LSQ_BUILD_DIR, default ../../build.
+sign=${LSQ_BUILD_DIR:-../../build}/sqfs-lazy-sign
+if [ -x "$sign" ]; then
+	mkdir -p corpus/manifest
+	openssl genpkey -algorithm ed25519 -out "$tmp/key.pem" 2>/dev/null
+	chmod 600 "$tmp/key.pem"
+	"$sign" --key "$tmp/key.pem" --detached corpus/manifest/tiny_gzip.manifest \
+		"$tmp/tiny_gzip.sqfs"
+	"$sign" --key "$tmp/key.pem" "$tmp/bigdir_gzip.sqfs"
+	# the body starts at bytes_used (superblock bytes 40..47) rounded up
+	# to 4096
+	used=$(od -An -t u8 -j 40 -N 8 "$tmp/bigdir_gzip.sqfs" | tr -d ' ')
+	tail -c +$(( (used + 4095) / 4096 * 4096 + 1 )) "$tmp/bigdir_gzip.sqfs" \
+		>corpus/manifest/bigdir_gzip.tail
+else
+	echo "no $sign: corpus/manifest left as it is" >&2
+fi
 ls -l corpus/*/

@@ -28,6 +28,7 @@ extern "C" {
 #endif
 
 struct lsq_image;
+struct lsq_verifier;
 
 /* An inode reference as SquashFS stores it: (metadata block offset relative
  * to the inode table start) << 16 | (offset inside the decompressed block).
@@ -65,6 +66,10 @@ struct lsq_image_options {
 	uint64_t data_cache_bytes;     /* decompressed data blocks */
 	uint32_t fragment_cache_blocks;/* decompressed fragment blocks */
 	unsigned decomp_contexts;      /* 0: one per online CPU */
+	/* Every unit read is checked against this signed manifest
+	 * (image/verify.h); NULL: none. The image owns it once open
+	 * succeeds. */
+	struct lsq_verifier *verifier;
 };
 
 /* Fill with the documented defaults. */
@@ -213,6 +218,11 @@ struct lsq_image_stats {
 	uint64_t prefetch_spans, prefetch_spans_done;
 	uint64_t prefetch_requests, prefetch_bytes, prefetch_failures,
 		prefetch_blocks, prefetch_hits, prefetch_hit_bytes;
+	/* signed manifest (image/verify.h): units checked and good, copies
+	 * that failed their digest, refetches that brought a good copy,
+	 * reads failed for it */
+	uint64_t verify_units, verify_mismatches, verify_refetches,
+		verify_refused;
 };
 void lsq_image_get_stats(const struct lsq_image *img,
 			 struct lsq_image_stats *out);

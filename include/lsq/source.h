@@ -37,6 +37,13 @@ struct lsq_source_ops {
 	void (*advise)(struct lsq_source *src, uint64_t offset, uint64_t len);
 	/* Release everything the source owns, including itself. */
 	void (*destroy)(struct lsq_source *src);
+	/* Optional (NULL: read_at): read the range again from its origin,
+	 * past every copy kept on the way (caches, readahead), and from the
+	 * next mirror where there are several; the bytes read replace the
+	 * kept copies where a layer can replace them. For bytes that failed
+	 * a check above (a signed manifest's digest). */
+	int (*refetch)(struct lsq_source *src, void *buf, size_t len,
+		       uint64_t offset);
 };
 
 /* Counters kept by lsq_source_read_at() for every source. */
@@ -67,6 +74,11 @@ int lsq_source_read_at(struct lsq_source *src, void *buf, size_t len,
 
 /* Hint; no-op for sources without advise. */
 void lsq_source_advise(struct lsq_source *src, uint64_t offset, uint64_t len);
+
+/* Read again from the origin (lsq_source_ops.refetch); same contract as
+ * lsq_source_read_at. */
+int lsq_source_refetch(struct lsq_source *src, void *buf, size_t len,
+		       uint64_t offset);
 
 /* Run-end hint, per thread: the reads this thread makes until the hint is
  * cleared (end 0) belong to a run of data (a file's blocks) that ends at

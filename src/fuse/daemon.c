@@ -41,6 +41,7 @@
 #include "fuse/mount.h"
 #include "fuse/options.h"
 #include "fuse/recorder.h"
+#include "fuse/signed_image.h"
 #include "fuse/startup_profile.h"
 #include "fuse/stats.h"
 #include "fuse/uring.h"
@@ -250,6 +251,7 @@ static int open_image(const struct lsq_mount_options *opt,
 		.http = &opt->http_opts,
 		.cache = &copts,
 	};
+	struct lsq_image_options iopts;
 	struct lsq_source *src;
 	char errbuf[512] = "", warn[1024];
 	char *shown;
@@ -265,11 +267,15 @@ static int open_image(const struct lsq_mount_options *opt,
 	}
 	shown = lsq_url_redact(opt->image);
 	errbuf[0] = '\0';
-	err = lsq_image_open(src, &opt->image_opts, img, errbuf,
-			     sizeof(errbuf));
+	iopts = opt->image_opts;
+	err = lsq_mount_open_verifier(opt, src, &iopts.verifier, errbuf,
+				      sizeof(errbuf));
+	if (!err)
+		err = lsq_image_open(src, &iopts, img, errbuf, sizeof(errbuf));
 	if (err) {
 		lsq_err_log("%s: %s", shown ? shown : "the image",
 			    errbuf[0] ? errbuf : lsq_strerror(err));
+		lsq_verifier_destroy(iopts.verifier);
 		lsq_source_destroy(src);
 	}
 	free(shown);

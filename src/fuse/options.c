@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include "fuse/options.h"
 
+#include "lsq_config.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -385,6 +387,38 @@ static int parse_item(struct lsq_mount_options *opt, char *item,
 	} else if (IS("cache_size")) {
 		NEED_VALUE();
 		return parse_bytes(name, value, &opt->cache_opts.dir_bytes);
+	} else if (IS("verify")) {
+		char *copy;
+
+		NEED_VALUE();
+		if (strcmp(value, "auto") == 0 || strcmp(value, "off") == 0) {
+			if (opt->nverify_keys)
+				return bad_value(name, value,
+						 "keys, or one of auto and off");
+			opt->verify = value[1] == 'u' ? -1 : 0;
+			return LSQ_OK;
+		}
+		if (value[0] == '\0' || opt->verify == 0)
+			return bad_value(name, value,
+					 "keys, or one of auto and off");
+		if (opt->nverify_keys == LSQ_MAX_VERIFY_KEYS) {
+			lsq_err_log("at most %d -o verify= keys",
+				    LSQ_MAX_VERIFY_KEYS);
+			return LSQ_ERR_INVALID;
+		}
+		copy = strdup(value);
+		if (!copy)
+			return LSQ_ERR_NOMEM;
+		opt->verify_keys[opt->nverify_keys++] = copy;
+		opt->verify = 1;
+		return LSQ_OK;
+	} else if (IS("manifest")) {
+		NEED_VALUE();
+		if (value[0] == '\0')
+			return bad_value(name, value, "a file name");
+		free(opt->manifest);
+		opt->manifest = strdup(value);
+		return opt->manifest ? LSQ_OK : LSQ_ERR_NOMEM;
 	} else if (IS("offline_ok")) {
 		NO_VALUE();
 		opt->cache_opts.offline_ok = 1;
@@ -587,6 +621,7 @@ int lsq_mount_options_parse(struct lsq_mount_options *opt, int argc,
 	lsq_http_options_default(&opt->http_opts);
 	opt->cache_opts.dir_bytes = LSQ_DEFAULT_CACHE_SIZE;
 	opt->prefetch_metadata = -1;
+	opt->verify = -1;
 	opt->fuse_args = (struct fuse_args)FUSE_ARGS_INIT(0, NULL);
 	opt->log_level = LSQ_LOG_INFO;
 
@@ -657,6 +692,11 @@ int lsq_mount_options_parse(struct lsq_mount_options *opt, int argc,
 			break;
 		}
 		opt->image = pos[0];
+		if (opt->manifest && opt->verify == 0) {
+			err = usage_error("-o manifest needs verification (-o verify=off given)",
+					  NULL);
+			break;
+		}
 		if (opt->cache_opts.offline_ok && !opt->cache_opts.dir) {
 			err = usage_error("-o offline_ok needs -o cache_dir",
 					  NULL);
@@ -686,6 +726,11 @@ void lsq_mount_options_fini(struct lsq_mount_options *opt)
 	free(opt->record);
 	free(opt->prefetch);
 	opt->record = opt->prefetch = NULL;
+	for (unsigned i = 0; i < opt->nverify_keys; i++)
+		free(opt->verify_keys[i]);
+	opt->nverify_keys = 0;
+	free(opt->manifest);
+	opt->manifest = NULL;
 	free(opt->mountpoint);
 	opt->mountpoint = NULL;
 }
@@ -811,6 +856,14 @@ void lsq_mount_options_help(FILE *out)
 "                          may be repeated (up to %d)\n"
 "  Proxies come from the usual http_proxy, https_proxy and no_proxy\n"
 "  environment variables.\n"
+"\n"
+"Signed images (docs/manifest.md):\n"
+"  verify=PUBKEY.pem       check every block against the image's signed\n"
+"                          manifest; refuse the mount without a good one;\n"
+"                          may be repeated (any of the keys)\n"
+"  verify=auto|off         auto (default): verify when the image has a\n"
+"                          manifest and " LSQ_KEYS_DIR " holds keys\n"
+"  manifest=PATH           a detached manifest (default: the image's own)\n"
 "\n"
 "Options handed to libfuse (see mount.fuse3(8)):\n"
 "  allow_other             let all users in (default off)\n"

@@ -42,6 +42,9 @@ enum lsq_mount_mode {
 	LSQ_MODE_STATS,  /* --stats MOUNTPOINT */
 };
 
+/* -o verify= may name this many keys. */
+#define LSQ_MAX_VERIFY_KEYS 16
+
 struct lsq_mount_options {
 	enum lsq_mount_mode mode;
 	const char *image;      /* borrowed from argv */
@@ -74,6 +77,12 @@ struct lsq_mount_options {
 	int prefetch_metadata;  /* -1 not given, 0, 1 */
 	char *record;           /* -o record=PATH, owned; NULL: off */
 	char *prefetch;         /* -o prefetch=, owned; NULL: auto */
+	/* -o verify=: the public keys given (owned), or -1 auto (the keys
+	 * in LSQ_KEYS_DIR, if any), 0 off; -o manifest=PATH (owned) */
+	char *verify_keys[LSQ_MAX_VERIFY_KEYS];
+	unsigned nverify_keys;
+	int verify;
+	char *manifest;
 	/* argv for libfuse: argv[0], then -o options (owned) */
 	struct fuse_args fuse_args;
 };

@@ -58,7 +58,7 @@ static int data_block_decode(struct lsq_image *img, uint64_t offset,
 		if (disk > out_cap)
 			return lsq_image_corrupt(img, LSQ_ERR_CORRUPT, offset,
 						 "uncompressed block larger than expected");
-		ret = lsq_source_read_at(img->src, out, disk, offset);
+		ret = lsq_image_read_unit(img, out, disk, offset);
 		if (!ret)
 			*out_len = disk;
 		return ret;
@@ -66,7 +66,7 @@ static int data_block_decode(struct lsq_image *img, uint64_t offset,
 	raw = lsq_scratch(LSQ_SCRATCH_RAW, disk);
 	if (!raw)
 		return LSQ_ERR_NOMEM;
-	ret = lsq_source_read_at(img->src, raw, disk, offset);
+	ret = lsq_image_read_unit(img, raw, disk, offset);
 	if (!ret) {
 		ret = lsq_codec_decompress(img->codec, raw, disk, out, out_cap,
 					   out_len);

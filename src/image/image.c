@@ -9,41 +9,62 @@
 
 #include "common/endian.h"
 #include "image/image_internal.h"
+#include "image/verify.h"
 #include "lsq/error.h"
 
 #define MiB (1024u * 1024u)
 
 void lsq_image_options_default(struct lsq_image_options *opt)
 {
-	opt->metadata_cache_bytes = 16 * MiB;
-	opt->data_cache_bytes = 32 * MiB;
-	opt->fragment_cache_blocks = 32;
-	opt->decomp_contexts = 0;
+	*opt = (struct lsq_image_options){
+		.metadata_cache_bytes = 16 * MiB,
+		.data_cache_bytes = 32 * MiB,
+		.fragment_cache_blocks = 32,
+	};
 }
 
 static int read_comp_options(struct lsq_image *img, uint8_t *opts,
 			     size_t *len, char *err, size_t errlen)
 {
-	uint8_t h[2];
-	size_t size;
+	const struct lsq_manifest_entry *e;
+	uint8_t block[2 + 64];
+	size_t size, unit = 0; /* unit: the signed length, 0 unsigned */
 	int ret;
 
-	ret = lsq_source_read_at(img->src, h, 2, SQUASHFS_SUPERBLOCK_SIZE);
+	if (img->verifier) {
+		/* One listed unit: header and options in one checked read. */
+		e = lsq_verifier_unit(img->verifier, SQUASHFS_SUPERBLOCK_SIZE);
+		if (!e || e->length < 2 || e->length > sizeof(block)) {
+			snprintf(err, errlen,
+				 "the signed manifest lists no compressor options block at 0x60");
+			return LSQ_ERR_CORRUPT;
+		}
+		unit = e->length;
+		ret = lsq_image_read_unit(img, block, unit,
+					  SQUASHFS_SUPERBLOCK_SIZE);
+	} else {
+		ret = lsq_source_read_at(img->src, block, 2,
+					 SQUASHFS_SUPERBLOCK_SIZE);
+	}
 	if (ret)
 		goto io;
-	size = lsq_le16(h) & ~SQUASHFS_COMPRESSED_BIT;
+	size = lsq_le16(block) & ~SQUASHFS_COMPRESSED_BIT;
 	/* Options are tiny and always stored raw: they configure the very
 	 * decompressor that would be needed to read them. */
-	if (!(lsq_le16(h) & SQUASHFS_COMPRESSED_BIT) || size == 0 || size > 64) {
+	if (!(lsq_le16(block) & SQUASHFS_COMPRESSED_BIT) || size == 0 ||
+	    size > 64 || (unit && size + 2 != unit)) {
 		snprintf(err, errlen,
 			 "bad compressor options: block header 0x%04x at 0x60",
-			 lsq_le16(h));
+			 lsq_le16(block));
 		return LSQ_ERR_CORRUPT;
 	}
-	ret = lsq_source_read_at(img->src, opts, size,
-				 SQUASHFS_SUPERBLOCK_SIZE + 2);
-	if (ret)
-		goto io;
+	if (!unit) {
+		ret = lsq_source_read_at(img->src, block + 2, size,
+					 SQUASHFS_SUPERBLOCK_SIZE + 2);
+		if (ret)
+			goto io;
+	}
+	memcpy(opts, block + 2, size);
 	*len = size;
 	return LSQ_OK;
 io:
@@ -102,7 +123,7 @@ static int load_xattr_ids(struct lsq_image *img, char *err, size_t errlen)
 			 (unsigned long long)img->sb.bytes_used);
 		return LSQ_ERR_OUT_OF_BOUNDS;
 	}
-	ret = lsq_source_read_at(img->src, h, sizeof(h), start);
+	ret = lsq_image_read_unit(img, h, sizeof(h), start);
 	if (ret) {
 		snprintf(err, errlen, "cannot read xattr id table at 0x%llx: %s",
 			 (unsigned long long)start, lsq_strerror(ret));
@@ -201,7 +222,8 @@ int lsq_image_open(struct lsq_source *src, const struct lsq_image_options *opt,
 	if (!img)
 		return LSQ_ERR_NOMEM;
 	img->src = src;
-	ret = lsq_source_read_at(src, raw, sizeof(raw), 0);
+	img->verifier = opt->verifier;
+	ret = lsq_image_read_unit(img, raw, sizeof(raw), 0);
 	if (ret) {
 		snprintf(errbuf, errlen, "cannot read the superblock: %s",
 			 lsq_strerror(ret));
@@ -302,6 +324,7 @@ fail:
 	if (!errbuf[0] && img->open_detail[0])
 		snprintf(errbuf, errlen, "%s", img->open_detail);
 	img->src = NULL; /* the caller keeps the source on failure */
+	img->verifier = NULL; /* and the verifier */
 	lsq_image_close(img);
 	return ret;
 }
@@ -321,7 +344,17 @@ void lsq_image_close(struct lsq_image *img)
 	lsq_lookup_table_free(&img->xattr_ids);
 	free(img->ids);
 	lsq_source_destroy(img->src);
+	lsq_verifier_destroy(img->verifier);
 	free(img);
+}
+
+int lsq_image_read_unit(struct lsq_image *img, void *buf, size_t len,
+			uint64_t offset)
+{
+	if (img->verifier)
+		return lsq_verifier_read(img->verifier, img->src, buf, len,
+					 offset);
+	return lsq_source_read_at(img->src, buf, len, offset);
 }
 
 const struct lsq_image_info *lsq_image_info(const struct lsq_image *img)
@@ -403,6 +436,15 @@ void lsq_image_get_stats(const struct lsq_image *img,
 		out->prefetch_hit_bytes = ls.prefetch_hit_bytes;
 	}
 	lsq_prefetch_add_stats(img->prefetch, out);
+	if (img->verifier) {
+		struct lsq_verify_stats vs;
+
+		lsq_verifier_get_stats(img->verifier, &vs);
+		out->verify_units = vs.units;
+		out->verify_mismatches = vs.mismatches;
+		out->verify_refetches = vs.refetches;
+		out->verify_refused = vs.refused;
+	}
 	if (lsq_source_http_get_stats(img->src, &hs) == LSQ_OK) {
 		out->http_requests = hs.requests;
 		out->http_bytes = hs.bytes_fetched;

@@ -65,6 +65,7 @@ struct lsq_image {
 	 * stored startup profile follows it (format/profile_record.h) */
 	uint32_t comp_opts_block;
 	struct lsq_prefetch *prefetch; /* NULL until lsq_image_prefetch */
+	struct lsq_verifier *verifier; /* NULL: no manifest to check */
 
 	/* Until open succeeds, corruption is not logged: open reports it in
 	 * its one error line (errbuf), and a refused image must give exactly
@@ -139,6 +140,11 @@ int lsq_meta_loader(void *ctx, uint64_t key, struct lsq_block **out);
 int lsq_frag_loader(void *ctx, uint64_t key, struct lsq_block **out);
 
 /* Report corruption once per (offset) and return err. */
+/* Read one unit of the image (a block, a table's index, the superblock):
+ * checked against the signed manifest when there is one. */
+int lsq_image_read_unit(struct lsq_image *img, void *buf, size_t len,
+			uint64_t offset);
+
 int lsq_image_corrupt(struct lsq_image *img, int err, uint64_t offset,
 		      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 

@@ -12,6 +12,7 @@
 #include "common/endian.h"
 #include "common/log.h"
 #include "image/image_internal.h"
+#include "image/verify.h"
 #include "lsq/error.h"
 
 int lsq_image_corrupt(struct lsq_image *img, int err, uint64_t offset,
@@ -44,7 +45,7 @@ int lsq_meta_loader(void *ctx, uint64_t offset, struct lsq_block **out)
 	uint64_t end = img->sb.bytes_used;
 	uint8_t raw[2 + SQUASHFS_METADATA_SIZE];
 	struct lsq_block *blk;
-	size_t avail, disk_size;
+	size_t avail, disk_size, unit = 0; /* unit: signed length */
 	uint16_t header;
 	int ret;
 
@@ -52,7 +53,20 @@ int lsq_meta_loader(void *ctx, uint64_t offset, struct lsq_block **out)
 		return lsq_image_corrupt(img, LSQ_ERR_OUT_OF_BOUNDS, offset,
 					 "metadata block header past the end of the image");
 	avail = end - offset < sizeof(raw) ? (size_t)(end - offset) : sizeof(raw);
-	ret = lsq_source_read_at(img->src, raw, 2, offset);
+	if (img->verifier) {
+		/* Signed: the listed unit, header and body in one checked
+		 * read; the header must then agree with its length. */
+		const struct lsq_manifest_entry *e =
+			lsq_verifier_unit(img->verifier, offset);
+
+		if (!e || e->length < 3 || e->length > avail)
+			return lsq_image_corrupt(img, LSQ_ERR_CORRUPT, offset,
+						 "no metadata block of the signed manifest here");
+		unit = e->length;
+		ret = lsq_image_read_unit(img, raw, unit, offset);
+	} else {
+		ret = lsq_source_read_at(img->src, raw, 2, offset);
+	}
 	if (ret)
 		return ret;
 	header = lsq_le16(raw);
@@ -65,9 +79,16 @@ int lsq_meta_loader(void *ctx, uint64_t offset, struct lsq_block **out)
 		return lsq_image_corrupt(img, LSQ_ERR_OUT_OF_BOUNDS, offset,
 					 "metadata block of %zu bytes past the end of the image",
 					 disk_size);
-	ret = lsq_source_read_at(img->src, raw + 2, disk_size, offset + 2);
-	if (ret)
-		return ret;
+	if (unit && unit != disk_size + 2)
+		return lsq_image_corrupt(img, LSQ_ERR_CORRUPT, offset,
+					 "metadata block of %zu bytes, signed as %zu",
+					 disk_size, unit - 2);
+	if (!unit) {
+		ret = lsq_source_read_at(img->src, raw + 2, disk_size,
+					 offset + 2);
+		if (ret)
+			return ret;
+	}
 
 	blk = lsq_block_alloc(SQUASHFS_METADATA_SIZE);
 	if (!blk)
@@ -227,8 +248,7 @@ int lsq_lookup_table_load(struct lsq_image *img, struct lookup_table *t,
 		t->blocks = NULL;
 		return LSQ_ERR_NOMEM;
 	}
-	ret = lsq_source_read_at(img->src, raw, (size_t)nblocks * 8,
-				 index_start);
+	ret = lsq_image_read_unit(img, raw, (size_t)nblocks * 8, index_start);
 	if (ret) {
 		snprintf(err, errlen, "cannot read %s index at 0x%llx: %s",
 			 name, (unsigned long long)index_start,

@@ -35,6 +35,8 @@
 #include "common/profile.h"
 #include "format/profile_record.h"
 #include "image/image_internal.h"
+#include "image/verify.h"
+#include "image/verify.h"
 #include "lsq/error.h"
 
 /* A span is one request: long enough that a round trip moves a lot, short
@@ -421,6 +423,39 @@ void lsq_prefetch_add_stats(const struct lsq_prefetch *pf,
 
 /* ---- the profile stored in the image ---- */
 
+/* A signed image has a profile only where its manifest lists one: read
+ * and checked as one unit. */
+static int signed_profile(struct lsq_image *img, uint64_t at, char **text,
+			  size_t *len)
+{
+	const struct lsq_manifest_entry *e = lsq_verifier_unit(img->verifier,
+							       at);
+	uint32_t n, crc;
+	uint8_t *buf;
+	int ret;
+
+	if (!e || e->length < LSQ_PROFILE_RECORD_HEADER)
+		return LSQ_ERR_NOT_FOUND;
+	buf = malloc(e->length);
+	if (!buf)
+		return LSQ_ERR_NOMEM;
+	ret = lsq_image_read_unit(img, buf, e->length, at);
+	if (!ret)
+		ret = lsq_profile_record_decode(buf, &n, &crc);
+	if (!ret && (LSQ_PROFILE_RECORD_HEADER + (uint64_t)n != e->length ||
+		     !lsq_profile_record_check(buf + LSQ_PROFILE_RECORD_HEADER,
+					       n, crc)))
+		ret = LSQ_ERR_CORRUPT;
+	if (ret) {
+		free(buf);
+		return ret;
+	}
+	memmove(buf, buf + LSQ_PROFILE_RECORD_HEADER, n);
+	*text = (char *)buf;
+	*len = n;
+	return LSQ_OK;
+}
+
 int lsq_image_stored_profile(struct lsq_image *img, char **text, size_t *len)
 {
 	/* Around the caching layer: it keys ranges by offset, and on an
@@ -436,6 +471,8 @@ int lsq_image_stored_profile(struct lsq_image *img, char **text, size_t *len)
 
 	if (at + LSQ_PROFILE_RECORD_HEADER > img->sb.inode_table_start)
 		return LSQ_ERR_NOT_FOUND;
+	if (img->verifier)
+		return signed_profile(img, at, text, len);
 	ret = lsq_source_read_at(src, h, sizeof(h), at);
 	if (ret)
 		return ret;

@@ -31,6 +31,23 @@ int lsq_source_read_at(struct lsq_source *src, void *buf, size_t len,
 	return ret;
 }
 
+int lsq_source_refetch(struct lsq_source *src, void *buf, size_t len,
+		       uint64_t offset)
+{
+	int ret;
+
+	if (!src->ops->refetch)
+		return lsq_source_read_at(src, buf, len, offset);
+	if (lsq_range_outside(offset, len, src->size))
+		return LSQ_ERR_OUT_OF_BOUNDS;
+	if (len == 0)
+		return LSQ_OK;
+	lsq_long_work_ahead(LSQ_WORK_READ);
+	ret = src->ops->refetch(src, buf, len, offset);
+	lsq_long_work_done(LSQ_WORK_READ);
+	return ret;
+}
+
 void lsq_source_advise(struct lsq_source *src, uint64_t offset, uint64_t len)
 {
 	if (src->ops->advise)

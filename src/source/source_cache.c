@@ -176,6 +176,21 @@ static int cache_read_at(struct lsq_source *src, void *buf, size_t len,
 	return load_range(cs, buf, len, offset);
 }
 
+/* Past the pin, RAM and disk to inner; what comes back replaces the disk
+ * copy. The RAM and pinned copies stay (readers hold no reference to
+ * the pin): a bad one costs a refetch per read of it, never bad bytes,
+ * and the image's decompressed caches keep such reads rare. */
+static int cache_refetch(struct lsq_source *src, void *buf, size_t len,
+			 uint64_t offset)
+{
+	struct cache_source *cs = (struct cache_source *)src;
+	int ret = lsq_source_refetch(cs->inner, buf, len, offset);
+
+	if (ret == LSQ_OK && cs->disk)
+		lsq_disk_cache_write(cs->disk, buf, len, offset);
+	return ret;
+}
+
 /* A block for a prefetched extent, copied from the span's bytes. */
 static struct lsq_block *prefetched_block(const uint8_t *data, size_t len)
 {
@@ -342,6 +357,7 @@ static void cache_destroy(struct lsq_source *src)
 
 static const struct lsq_source_ops cache_ops = {
 	.read_at = cache_read_at,
+	.refetch = cache_refetch,
 	.advise = cache_advise,
 	.destroy = cache_destroy,
 };

@@ -234,8 +234,24 @@ void lsq_http_destroy(struct lsq_source *src)
 	free(hs);
 }
 
+/* The bytes the current mirror gave failed a check: move everyone to the
+ * next mirror (once per failure seen, however many readers saw it) and
+ * fetch past the chunks, which may hold the bad copy. */
+static int http_refetch(struct lsq_source *src, void *buf, size_t len,
+			uint64_t offset)
+{
+	struct http_source *hs = (struct http_source *)src;
+	unsigned cur = atomic_load(&hs->current);
+
+	if (hs->nmirrors > 1)
+		atomic_compare_exchange_strong(&hs->current, &cur,
+					       (cur + 1) % hs->nmirrors);
+	return lsq_http_fetch(hs, buf, len, offset, false);
+}
+
 const struct lsq_source_ops lsq_http_ops = {
 	.read_at = http_read_at,
+	.refetch = http_refetch,
 	.destroy = lsq_http_destroy,
 };
 

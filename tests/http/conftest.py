@@ -120,13 +120,14 @@ class Mount:
         return problems
 
 
-def try_mount(url, mnt, log, opts=(), timeout=60):
+def try_mount(url, mnt, log, opts=(), timeout=60, env=None):
     """Run the daemon expecting it to refuse: returns (rc, stderr, secs)."""
     os.makedirs(mnt, exist_ok=True)
     cmd = [daemon(), "-f"] + [a for o in opts for a in ("-o", o)] + [url, mnt]
     t0 = time.monotonic()
     try:
-        r = subprocess.run(cmd, capture_output=True, timeout=timeout)
+        r = subprocess.run(cmd, capture_output=True, timeout=timeout,
+                           env=env)
     finally:
         unmount(mnt)
     return r.returncode, r.stderr.decode(errors="replace"), \

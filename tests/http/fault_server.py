@@ -13,6 +13,7 @@ that match it:
     server.set_fault("ignore_range")              # 200 with the whole body
     server.set_fault("wrong_range")               # another range than asked
     server.set_fault("slow", chunk=16384, pause=0.02)  # body in slow pieces
+    server.set_fault("tamper", at=[4096, 70000])  # flip those bytes
     server.set_fault("mix", seed=1, latency=0.03,      # soak: a random
                      p={"status": 0.03, "reset": 0.02})  # fault per request
     server.clear_fault()
@@ -180,6 +181,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             start, end = start - shift, end - shift
 
         body = data[start:end + 1]
+        if kind == "tamper":  # a lying cache or mirror: wrong bytes, 206
+            body = bytearray(body)
+            for at in fault.kw.get("at", ()):
+                if start <= at <= end:
+                    body[at - start] ^= 0xFF
+            body = bytes(body)
         self.send_response(206 if partial else 200)
         self.send_header("Content-Type", "application/octet-stream")
         self.send_header("Accept-Ranges", "bytes")

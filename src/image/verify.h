@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * verify.h - a mount's check of every unit it reads against the image's
+ * signed block manifest (docs/manifest.md).
+ *
+ * lsq_verifier_open() finds the manifest (at the end of the image, or in a
+ * detached file), checks its signature against the configured public keys
+ * and that it belongs to this image (superblock and size); the image then
+ * passes every unit it reads through lsq_verifier_read(): the bytes must
+ * be one listed unit with the listed SHA-256, or the unit is fetched once
+ * more from its origin (the next mirror, past the caches) and refused if
+ * that copy is bad too. Checked before anything is decompressed or kept
+ * by the image's caches; the source's caches below may hold a bad copy,
+ * which is then refetched on each read, never served.
+ */
+#ifndef LSQ_IMAGE_VERIFY_H
+#define LSQ_IMAGE_VERIFY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format/manifest.h"
+#include "lsq/source.h"
+
+struct lsq_verifier;
+
+struct lsq_verify_options {
+	const char *const *keys; /* public key PEM files (private accepted) */
+	size_t nkeys;
+	/* a detached manifest file; NULL: the one at the end of the image */
+	const char *manifest;
+	/* a missing manifest is an error (else: *out = NULL, LSQ_OK) */
+	bool required;
+};
+
+/* LSQ_OK with *out set (or NULL: no manifest and none required); else
+ * LSQ_ERR_* and one line in err saying why the image is refused: no
+ * manifest, truncated or malformed manifest, manifest altered, signed by
+ * another key, bad signature, manifest of another image. */
+int lsq_verifier_open(struct lsq_source *src,
+		      const struct lsq_verify_options *opt,
+		      struct lsq_verifier **out, char *err, size_t errlen);
+
+void lsq_verifier_destroy(struct lsq_verifier *v); /* NULL is ignored */
+
+/* The unit starting at offset, or NULL when the manifest lists none. */
+const struct lsq_manifest_entry *
+lsq_verifier_unit(const struct lsq_verifier *v, uint64_t offset);
+
+/* Read the unit [offset, offset+len) from src into buf and check it (see
+ * above). LSQ_ERR_CORRUPT, with one logged line naming the offset and the
+ * source, for a range that is not a listed unit or whose bytes do not
+ * match after the refetch; the source's errors as they are. */
+int lsq_verifier_read(struct lsq_verifier *v, struct lsq_source *src,
+		      void *buf, size_t len, uint64_t offset);
+
+struct lsq_verify_stats {
+	uint64_t units;      /* units checked and good */
+	uint64_t mismatches; /* copies that failed their digest */
+	uint64_t refetches;  /* refetches that brought a good copy */
+	uint64_t refused;    /* reads failed with EIO */
+};
+void lsq_verifier_get_stats(const struct lsq_verifier *v,
+			    struct lsq_verify_stats *out);
+
+#endif

@@ -402,6 +402,24 @@ def test_kernel_mount(img, base, mounter):
     assert len(a) > 300
 
 
+def test_verified_mount(img, base, keys, mounter):
+    """Our mount with -o verify= reads the signed image exactly as the
+    kernel reads the unsigned one, and every unit it fetched was checked
+    (none of them refused)."""
+    oracle = img["plain"]
+    if img["name"].endswith("nopad"):
+        oracle = str(base / (img["name"] + ".padded"))
+        data = read(img["plain"])
+        write(oracle, data + bytes(-len(data) % 4096))
+    k = mounter.kernel(oracle)
+    ours = mounter.fuse(img["signed"],
+                        opts=["verify=" + keys["a"]["pub"]])
+    assert snapshot(ours.mnt, with_ino=True) == \
+        snapshot(k.mnt, with_ino=True)
+    log = ours.log() if hasattr(ours, "log") else ""
+    assert "does not match" not in log and "not a unit" not in log, log
+
+
 # --------------------------------------------------------------------------
 # The units: what a reader fetches
 # --------------------------------------------------------------------------

@@ -19,6 +19,8 @@
 #   uring         enable_uring=1: requests over FUSE io_uring (default on)
 #   uring+off     enable_uring=1 with -o io_uring=off: what the rings move
 #                 on a kernel that offers them
+#   verify        -o verify=$SQFS_BENCH_VERIFY_KEY: what checking a signed
+#                 image costs (bench/verify_cost.sh signs the images)
 # Needs root (run.sh drops caches, loop-mounts, sets enable_uring).
 set -euo pipefail
 
@@ -51,6 +53,7 @@ for name in "${names[@]}"; do
 	default) ;;
 	uring) uring=on ;;
 	uring+off) uring=on args="-o io_uring=off" ;;
+	verify) args="-o verify=${SQFS_BENCH_VERIFY_KEY:?verify needs signed images and SQFS_BENCH_VERIFY_KEY (bench/verify_cost.sh)}" ;;
 	*) echo "knobs.sh: unknown configuration $name" >&2; exit 2 ;;
 	esac
 	echo "== $name (enable_uring $uring${args:+, $args})" >&2

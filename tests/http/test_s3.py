@@ -4,11 +4,13 @@ Version 4, so a wrong secret really is refused. The binary is built once by
 scripts/install-versitygw.sh into /var/cache/sqfs-lazy-tests (LSQ_VERSITYGW
 names another); without it the tests skip, and fail when CI is set.
 
-What is not tested here: the expiry of a session token. versitygw refuses
-a token it did not issue (400 InvalidToken, which the mount reports), but
-issuing one needs its separate IAM/STS service. The re-read of the
-credentials after a refusal is tested by changing the server's secret and
-the credentials file under a live mount."""
+What versitygw cannot show: the expiry of a session token. It refuses a
+token it did not issue (400 InvalidToken, which the mount reports), but
+issuing one needs its separate IAM/STS service and lasts 15 minutes at
+least. The re-read of the credentials after a refusal is tested against
+versitygw by changing its secret and the credentials file under a live
+mount; the expiry answer itself (400 ExpiredToken) comes from our fault
+server, which checks the token but no signature (last test)."""
 
 import os
 import shutil
@@ -325,3 +327,60 @@ def test_secret_never_shown(s3, small_image, mounts, tmp_path):
     for name, text in texts.items():
         assert SECRET not in text, name
         assert ACCESS not in text, name
+
+
+EXPIRED = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>ExpiredToken'
+           b'</Code><Message>The provided token has expired.</Message>'
+           b'</Error>')
+
+
+def test_expired_token_renewed_from_file(fault_server, small_image, mounts,
+                                         tmp_path):
+    """S3's answer to an expired session token is 400 ExpiredToken: while
+    the file still holds the old token, the read fails (EIO); once the file
+    holds a new one, the next read takes it up, without a remount. Every
+    request carries UNSIGNED-PAYLOAD and the token, both signed. The fault
+    server checks the token, not the signature (versitygw does that in the
+    tests above)."""
+    fault_server.add("/%s/img.sqfs" % BUCKET, small_image["data"])
+    fault_server.require_header = ("x-amz-security-token", "token-one")
+    fault_server.refusal = (400, EXPIRED)
+    p = tmp_path / "creds"
+
+    def write(token):
+        p.write_text("[default]\naws_access_key_id = %s\n"
+                     "aws_secret_access_key = %s\naws_session_token = %s\n"
+                     % (ACCESS, SECRET, token))
+        os.chmod(p, 0o600)
+
+    write("token-one")
+    m = mounts("s3://%s/img.sqfs" % BUCKET,
+               FAST + ["endpoint=http://127.0.0.1:%d" % fault_server.port,
+                       "region=eu-central-1", "readahead=0",
+                       "credentials_file=%s" % p])
+    ok, data, _ = read_with_timeout(os.path.join(m.mnt, "f04.bin"))
+    assert ok and data == small_image["files"]["f04.bin"]
+    # the token expires; the file is not renewed yet
+    fault_server.require_header = ("x-amz-security-token", "token-two")
+    ok, text, _ = read_with_timeout(os.path.join(m.mnt, "f05.bin"))
+    check_eio(ok, text)
+    assert "ExpiredToken" in m.log(), m.log()[-2000:]
+    # renewed where we found it
+    write("token-two")
+    ok, data, _ = read_with_timeout(os.path.join(m.mnt, "f06.bin"))
+    assert ok and data == small_image["files"]["f06.bin"]
+    assert "credentials read again" in m.log(), m.log()[-2000:]
+    reqs = fault_server.requests()
+    assert reqs and all(r["amz_sha256"] == "UNSIGNED-PAYLOAD" for r in reqs)
+    assert reqs[-1]["amz_token"] == "token-two"
+    for r in reqs:
+        auth = r["auth"] or ""
+        assert auth.startswith("AWS4-HMAC-SHA256 Credential=%s/" % ACCESS), \
+            auth
+        assert "/eu-central-1/s3/aws4_request" in auth, auth
+        signed = auth.split("SignedHeaders=")[1].split(",")[0].split(";")
+        assert "x-amz-content-sha256" in signed, auth
+        assert "x-amz-security-token" in signed, auth
+    log = m.log()
+    assert SECRET not in log and "token-one" not in log and \
+        "token-two" not in log

@@ -244,6 +244,9 @@ static struct curl_slist *s3_sign(struct http_source *hs, CURL *curl,
 		list = n;
 	}
 	curl_easy_setopt(curl, CURLOPT_AWS_SIGV4, hs->s3_sigv4);
+	/* S3 names another region's endpoint in an error document, not in a
+	 * Location to follow; and a signed request is not sent on elsewhere */
+	curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
 	return list;
 fail:
 	curl_slist_free_all(list);

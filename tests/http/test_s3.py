@@ -384,3 +384,14 @@ def test_expired_token_renewed_from_file(fault_server, small_image, mounts,
     log = m.log()
     assert SECRET not in log and "token-one" not in log and \
         "token-two" not in log
+
+
+def test_wrong_region_refused(s3, tmp_path):
+    """The region is part of the signature: signed for another region than
+    the server's, the mount is refused with one line."""
+    rc, err, _ = try_mount("s3://%s/small.sqfs" % BUCKET,
+                           str(tmp_path / "mnt"), None,
+                           s3_opts(s3, tmp_path) + ["region=eu-west-3"])
+    line = one_line(err)
+    assert rc == 1 and "s3://%s/small.sqfs: HTTP 4" % BUCKET in line, err
+    assert SECRET not in err

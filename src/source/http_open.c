@@ -426,6 +426,13 @@ static int s3_url(const char *spec, const char *endpoint, const char *region,
 			return LSQ_ERR_INVALID;
 		}
 	}
+	/* the region goes into a host name and the signature's scope */
+	if (!region[0] || strlen(region) > 32 ||
+	    strspn(region, "abcdefghijklmnopqrstuvwxyz0123456789-") !=
+		    strlen(region)) {
+		snprintf(err, errlen, "region %s: not a region name", region);
+		return LSQ_ERR_INVALID;
+	}
 	if (!endpoint) {
 		if (asprintf(&host, "https://s3.%s.amazonaws.com", region) < 0)
 			return LSQ_ERR_NOMEM;

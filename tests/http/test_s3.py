@@ -17,6 +17,7 @@ import shutil
 import socket
 import subprocess
 import time
+import urllib.parse
 
 import pytest
 
@@ -395,3 +396,20 @@ def test_wrong_region_refused(s3, tmp_path):
     line = one_line(err)
     assert rc == 1 and "s3://%s/small.sqfs: HTTP 4" % BUCKET in line, err
     assert SECRET not in err
+
+
+def test_key_with_space_and_plus(s3, small_image, mounts, tmp_path):
+    """Keys are percent-encoded in the path (and signed so); / stays."""
+    key = "sub dir/a+b=c.sqfs"
+    s3.put(urllib.parse.quote(key), small_image["path"])
+    m = mounts("s3://%s/%s" % (BUCKET, key), s3_opts(s3, tmp_path))
+    with open(os.path.join(m.mnt, "d", "small.txt"), "rb") as f:
+        assert f.read() == small_image["files"]["d/small.txt"]
+    with open("/proc/mounts") as f:
+        assert "s3://%s/sub" % BUCKET in f.read()
+
+
+def test_bad_region_refused(tmp_path):
+    rc, err, _ = try_mount("s3://%s/x.sqfs" % BUCKET, str(tmp_path / "mnt"),
+                           None, ["region=us-east-1.evil.example/x"])
+    assert rc == 1 and "not a region name" in one_line(err), err

@@ -10,7 +10,7 @@ PKGS=(
 	libarchive-dev libarchive-tools zstd
 	squashfs-tools squashfs-tools-ng squashfuse
 	nginx-light fio valgrind attr python3 python3-pytest
-	util-linux kmod procps openssl ca-certificates
+	util-linux kmod procps openssl ca-certificates curl
 	scdoc man-db groff-base debootstrap systemd systemd-container
 )
 

@@ -253,42 +253,45 @@ fail:
 	return NULL;
 }
 
-/* The server refused the credentials of generation gen (HTTP 403):
- * temporary ones may have expired and been renewed where we found them.
- * Read them again, once per generation however many readers saw the
- * refusal. True when the caller should try again: other credentials now
- * (or another reader already loaded them). */
+/* The server refused the credentials of generation gen (403, or S3's
+ * 400 for an expired token): temporary ones may have been renewed where
+ * we found them. Read them again and take them if they differ. The file
+ * is read with no lock held (readers signing meanwhile must not wait on
+ * a disk); when two readers do it at once, the first to finish installs
+ * its copy and the other sees the new generation. True when the caller
+ * should try again with the current credentials. */
 bool lsq_http_s3_reload(struct http_source *hs, unsigned gen)
 {
 	struct lsq_s3_creds fresh = { 0 };
 	char err[512] = "", from[sizeof(fresh.from)];
-	bool changed;
+	bool changed = false, newer;
 
 	pthread_mutex_lock(&hs->s3_mu);
-	if (hs->s3_gen != gen) {
-		pthread_mutex_unlock(&hs->s3_mu);
+	newer = hs->s3_gen != gen;
+	pthread_mutex_unlock(&hs->s3_mu);
+	if (newer)
 		return true;
-	}
 	if (lsq_s3_creds_load(&hs->s3_where, &fresh, err, sizeof(err))) {
-		pthread_mutex_unlock(&hs->s3_mu);
 		lsq_warn("%s: access refused, and the credentials could not "
 			 "be read again: %s", hs->base.name, err);
 		return false;
 	}
-	changed = !lsq_s3_creds_equal(&fresh, &hs->s3_creds);
-	if (changed) {
+	pthread_mutex_lock(&hs->s3_mu);
+	newer = hs->s3_gen != gen;
+	if (!newer && !lsq_s3_creds_equal(&fresh, &hs->s3_creds)) {
 		lsq_s3_creds_clear(&hs->s3_creds);
-		hs->s3_creds = fresh;
+		hs->s3_creds = fresh;  /* moved: fresh is not cleared below */
+		memset(&fresh, 0, sizeof(fresh));
 		hs->s3_gen++;
-		memcpy(from, fresh.from, sizeof(from));
-	} else {
-		lsq_s3_creds_clear(&fresh);
+		memcpy(from, hs->s3_creds.from, sizeof(from));
+		changed = true;
 	}
 	pthread_mutex_unlock(&hs->s3_mu);
+	lsq_s3_creds_clear(&fresh);
 	if (changed)
 		lsq_info("%s: access refused; using the credentials read "
 			 "again from %s", hs->base.name, from);
-	return changed;
+	return changed || newer;
 }
 
 /* The Code of an S3 error document, letters and digits only (it goes

@@ -10,7 +10,7 @@ PKGS=(
 	libarchive-dev libarchive-tools zstd
 	squashfs-tools squashfs-tools-ng squashfuse
 	nginx-light fio valgrind attr python3 python3-pytest
-	util-linux kmod procps openssl ca-certificates
+	util-linux kmod procps openssl ca-certificates curl
 	scdoc man-db groff-base debootstrap systemd systemd-container
 )
 
@@ -20,13 +20,16 @@ for p in "${PKGS[@]}"; do
 		missing+=("$p")
 	fi
 done
-if [ ${#missing[@]} -eq 0 ]; then
-	exit 0
+if [ ${#missing[@]} -gt 0 ]; then
+	SUDO=
+	[ "$(id -u)" -eq 0 ] || SUDO=sudo
+	echo "installing: ${missing[*]}" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	$SUDO apt-get update -qq
+	$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null 2>&1 ||
+		$SUDO apt-get install -y --no-install-recommends "${missing[@]}"
 fi
-SUDO=
-[ "$(id -u)" -eq 0 ] || SUDO=sudo
-echo "installing: ${missing[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null 2>&1 ||
-	$SUDO apt-get install -y --no-install-recommends "${missing[@]}"
+
+# The S3 server of the s3:// tests, built once and cached (skipped when the
+# cached binary exists; see the script).
+bash "$(dirname "$0")/install-versitygw.sh"

@@ -198,6 +198,12 @@ struct lsq_http_options {
 	 * open recorded them ("SIZE\nVALIDATOR", see offline_ok); nothing is
 	 * pinned, so the head comes through the caches like any read. */
 	const char *known;
+	/* s3://BUCKET/KEY images (docs/s3.md); all NULL for the defaults */
+	const char *aws_profile;      /* profile of the shared files */
+	const char *credentials_file; /* only this file (not world-readable) */
+	const char *region;           /* else AWS_REGION, ..., us-east-1 */
+	const char *endpoint;         /* scheme://host[:port] of another S3
+				       * service, path-style; else AWS's */
 };
 
 /* Counters of an HTTP source (one request = one HTTP transfer). */
@@ -221,7 +227,8 @@ void lsq_http_options_default(struct lsq_http_options *opt);
 /* "libcurl/x.y.z OpenSSL/..." or "none (built without libcurl)"; static. */
 const char *lsq_source_http_backend(void);
 
-/* True when url starts with http://, https:// or file:// (any case). */
+/* True when url starts with http://, https://, file:// or s3:// (any
+ * case). */
 int lsq_source_is_url(const char *url);
 
 /* Open an image by URL. http(s): one ranged GET probes the size and the

@@ -314,9 +314,15 @@ static int parse_item(struct lsq_mount_options *opt, char *item,
 		if (!err && opt->http_opts.readahead > LSQ_MAX_HTTP_READAHEAD)
 			err = bad_value(name, value, "a size up to 64M");
 		return err;
-	} else if (IS("header_file") || IS("cacert")) {
+	} else if (IS("header_file") || IS("cacert") ||
+		   IS("credentials_file") || IS("aws_profile") ||
+		   IS("region") || IS("endpoint")) {
 		const char **slot = IS("cacert") ? &opt->http_opts.cacert
-						 : &opt->http_opts.header_file;
+			: IS("credentials_file") ? &opt->http_opts.credentials_file
+			: IS("aws_profile") ? &opt->http_opts.aws_profile
+			: IS("region") ? &opt->http_opts.region
+			: IS("endpoint") ? &opt->http_opts.endpoint
+			: &opt->http_opts.header_file;
 		char *copy;
 
 		NEED_VALUE();
@@ -718,6 +724,10 @@ void lsq_mount_options_fini(struct lsq_mount_options *opt)
 	fuse_opt_free_args(&opt->fuse_args);
 	free((char *)opt->http_opts.header_file);
 	free((char *)opt->http_opts.cacert);
+	free((char *)opt->http_opts.credentials_file);
+	free((char *)opt->http_opts.aws_profile);
+	free((char *)opt->http_opts.region);
+	free((char *)opt->http_opts.endpoint);
 	for (unsigned i = 0; i < opt->http_opts.nmirrors; i++)
 		free((char *)opt->http_opts.mirrors[i]);
 	memset(&opt->http_opts, 0, sizeof(opt->http_opts));
@@ -856,6 +866,15 @@ void lsq_mount_options_help(FILE *out)
 "                          may be repeated (up to %d)\n"
 "  Proxies come from the usual http_proxy, https_proxy and no_proxy\n"
 "  environment variables.\n"
+"\n"
+"Options for s3://BUCKET/KEY images (docs/s3.md):\n"
+"  aws_profile=NAME        profile of the AWS shared files (else AWS_PROFILE,\n"
+"                          else default)\n"
+"  credentials_file=PATH   take credentials only from this file; must not\n"
+"                          be readable by group or others\n"
+"  region=NAME             signing region (else AWS_REGION, else us-east-1)\n"
+"  endpoint=URL            another S3 service, path-style (default\n"
+"                          https://s3.REGION.amazonaws.com)\n"
 "\n"
 "Signed images (docs/manifest.md):\n"
 "  verify=PUBKEY.pem       check every block against the image's signed\n"

@@ -20,6 +20,7 @@
 #include "lsq/source.h"
 #include "source/curl_lazy.h"
 #include "source/latency_window.h"
+#include "source/s3_credentials.h"
 
 #define LSQ_HTTP_HEAD_SIZE (64u * 1024u)
 
@@ -143,6 +144,15 @@ struct http_source {
 	/* windows around random misses, sized from measured round trips */
 	struct lsq_latency_window win;
 
+	/* s3:// images: every request is signed (CURLOPT_AWS_SIGV4) with
+	 * creds, which are re-read when the server refuses them */
+	bool s3;
+	char *s3_sigv4;            /* "aws:amz:REGION:s3" */
+	struct lsq_s3_where s3_where;  /* owned copies of the options */
+	pthread_mutex_t s3_mu;
+	struct lsq_s3_creds s3_creds;  /* protected by s3_mu */
+	unsigned s3_gen;               /* protected by s3_mu; +1 per reload */
+
 	atomic_bool changed;
 	atomic_uint_least64_t not_before_ns;  /* Retry-After, CLOCK_MONOTONIC */
 	atomic_uint_least64_t seed;
@@ -160,7 +170,8 @@ struct xfer {
 	size_t want;
 	uint8_t *buf;
 	size_t got;
-	/* the current response's headers */
+	unsigned s3_gen;     /* credentials generation this request used */
+	/* the current response's headers (reset per status line) */
 	long status;
 	bool have_cr, cr_star;
 	uint64_t cr_first, cr_last, cr_total;
@@ -169,11 +180,14 @@ struct xfer {
 	char etag[256];
 	char last_modified[128];
 	double retry_after;
+	char s3_error[1024];  /* start of an S3 error document (body) */
+	size_t s3_error_len;
 	/* outcome */
 	bool final_seen;
 	bool multiplexed;    /* probe: the answer came over HTTP/2 or later */
 	enum verdict verdict;
 	char why[256];
+	char s3_code[64];    /* the S3 error document's Code, or "" */
 };
 
 /* ---- source_http.c ---- */
@@ -198,6 +212,8 @@ double lsq_http_backoff(struct http_source *hs, unsigned attempt,
 void lsq_http_transfer(struct xfer *x, const struct curl_slist *headers);
 int lsq_http_fetch(struct http_source *hs, uint8_t *buf, size_t len,
 		   uint64_t off, bool speculative);
+bool lsq_http_s3_refused(const struct xfer *x);
+bool lsq_http_s3_reload(struct http_source *hs, unsigned gen);
 
 /* ---- http_engine.c: the multi-handle thread (HTTP/2) ---- */
 

@@ -222,6 +222,7 @@ static int probe(struct http_source *hs, struct mirror *m, uint8_t *buf,
 		 size_t *head_len, uint64_t *total, char *err, size_t errlen)
 {
 	unsigned tries = hs->opt.retries + 1;
+	bool reloaded = false;
 	struct xfer x;
 
 	for (unsigned attempt = 0; attempt < tries; attempt++) {
@@ -237,8 +238,19 @@ static int probe(struct http_source *hs, struct mirror *m, uint8_t *buf,
 			hs->multiplexing |= x.multiplexed;
 			break;
 		}
+		if (lsq_http_s3_refused(&x) && !reloaded &&
+		    lsq_http_s3_reload(hs, x.s3_gen)) {
+			reloaded = true;
+			attempt--;  /* new credentials: not a retry */
+			continue;
+		}
 		if (x.verdict == V_FATAL || attempt + 1 == tries) {
-			snprintf(err, errlen, "%s: %s", m->shown, x.why);
+			if (lsq_http_s3_refused(&x))
+				snprintf(err, errlen, "%s: %s: the S3 server "
+					 "refused the credentials from %s",
+					 m->shown, x.why, hs->s3_creds.from);
+			else
+				snprintf(err, errlen, "%s: %s", m->shown, x.why);
 			/* offline_ok tells these from answers that refuse */
 			if (x.verdict == V_TIMEOUT)
 				return LSQ_ERR_TIMEOUT;
@@ -384,10 +396,116 @@ static int open_known(struct http_source *hs, const char *known, char *err,
 	return mirror_headers(hs);
 }
 
+/* S3 object keys go into the path as they are, but for the bytes a URL
+ * path may not hold, which are percent-encoded ('/' stays: it is the
+ * key's own separator and S3 reads it back as such). */
+static bool s3_unreserved(unsigned char c)
+{
+	return isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' ||
+	       c == '/';
+}
+
+/* s3://BUCKET/KEY -> ENDPOINT/BUCKET/KEY (path-style), ENDPOINT being
+ * -o endpoint= or https://s3.REGION.amazonaws.com. */
+static int s3_url(const char *spec, const char *endpoint, const char *region,
+		  char **out, char *err, size_t errlen)
+{
+	const char *bucket = spec + 5, *slash = strchr(bucket, '/');
+	size_t blen = slash ? (size_t)(slash - bucket) : 0, elen, n = 0;
+	char *url, *host = NULL;
+
+	if (!slash || blen == 0 || blen > 63 || !slash[1]) {
+		snprintf(err, errlen, "%s: expected s3://BUCKET/KEY", spec);
+		return LSQ_ERR_INVALID;
+	}
+	for (size_t i = 0; i < blen; i++) {
+		if (!isalnum((unsigned char)bucket[i]) && bucket[i] != '-' &&
+		    bucket[i] != '.' && bucket[i] != '_') {
+			snprintf(err, errlen, "%s: not a valid bucket name",
+				 spec);
+			return LSQ_ERR_INVALID;
+		}
+	}
+	/* the region goes into a host name and the signature's scope */
+	if (!region[0] || strlen(region) > 32 ||
+	    strspn(region, "abcdefghijklmnopqrstuvwxyz0123456789-") !=
+		    strlen(region)) {
+		snprintf(err, errlen, "region %s: not a region name", region);
+		return LSQ_ERR_INVALID;
+	}
+	if (!endpoint) {
+		if (asprintf(&host, "https://s3.%s.amazonaws.com", region) < 0)
+			return LSQ_ERR_NOMEM;
+		endpoint = host;
+	} else if (strncasecmp(endpoint, "http://", 7) != 0 &&
+		   strncasecmp(endpoint, "https://", 8) != 0) {
+		snprintf(err, errlen, "endpoint %s: not an http:// or "
+			 "https:// URL", endpoint);
+		return LSQ_ERR_INVALID;
+	}
+	elen = strlen(endpoint);
+	while (elen > 0 && endpoint[elen - 1] == '/')
+		elen--;
+	url = malloc(elen + 1 + 3 * strlen(bucket) + 1);
+	if (!url) {
+		free(host);
+		return LSQ_ERR_NOMEM;
+	}
+	memcpy(url, endpoint, elen);
+	n = elen;
+	url[n++] = '/';
+	for (const char *p = bucket; *p; p++) {
+		if (s3_unreserved((unsigned char)*p)) {
+			url[n++] = *p;
+		} else {
+			snprintf(url + n, 4, "%%%02X", (unsigned char)*p);
+			n += 3;
+		}
+	}
+	url[n] = '\0';
+	free(host);
+	*out = url;
+	return LSQ_OK;
+}
+
+/* Keep what signing needs: the options (to read the credentials again
+ * when the server refuses them), the first credentials, the region. */
+static int s3_setup(struct http_source *hs, const struct lsq_http_options *opt,
+		    char *err, size_t errlen)
+{
+	const char *region = lsq_s3_region(opt->region);
+	int ret;
+
+	hs->s3 = true;
+	if (opt->aws_profile) {
+		hs->s3_where.profile = strdup(opt->aws_profile);
+		if (!hs->s3_where.profile)
+			return LSQ_ERR_NOMEM;
+	}
+	if (opt->credentials_file) {
+		hs->s3_where.credentials_file = strdup(opt->credentials_file);
+		if (!hs->s3_where.credentials_file)
+			return LSQ_ERR_NOMEM;
+	}
+	if (asprintf(&hs->s3_sigv4, "aws:amz:%s:s3", region) < 0) {
+		hs->s3_sigv4 = NULL;
+		return LSQ_ERR_NOMEM;
+	}
+	ret = lsq_s3_creds_load(&hs->s3_where, &hs->s3_creds, err, errlen);
+	if (ret) {
+		size_t n = strlen(err);
+
+		snprintf(err + n, errlen - n, " (for %s)", hs->base.name);
+	}
+	return ret;
+}
+
 int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 			 struct lsq_source **out, char *err, size_t errlen)
 {
 	struct http_source *hs;
+	const char *spec = url;
+	char *s3 = NULL;
 	int ret = LSQ_ERR_NOMEM;
 
 	if (errlen)
@@ -406,18 +524,37 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 			return LSQ_ERR_INVALID;
 		}
 	}
-	if (lsq_curl_load(err, errlen))
+	if (strncasecmp(url, "s3://", 5) == 0) {
+		if (opt->nmirrors) {
+			snprintf(err, errlen, "%s: mirror= is not supported "
+				 "for s3:// images", url);
+			return LSQ_ERR_INVALID;
+		}
+		ret = s3_url(url, opt->endpoint, lsq_s3_region(opt->region),
+			     &s3, err, errlen);
+		if (ret)
+			return ret;
+		url = s3;
+		ret = LSQ_ERR_NOMEM;
+	}
+	if (lsq_curl_load(err, errlen)) {
+		free(s3);
 		return LSQ_ERR_UNSUPPORTED;
+	}
 	pthread_once(&global_once, global_init);
 	if (global_rc != CURLE_OK) {
 		snprintf(err, errlen, "cannot initialise libcurl: %s",
 			 curl_easy_strerror(global_rc));
+		free(s3);
 		return LSQ_ERR_IO;
 	}
 
 	hs = calloc(1, sizeof(*hs));
-	if (!hs)
+	if (!hs) {
+		free(s3);
 		return LSQ_ERR_NOMEM;
+	}
+	pthread_mutex_init(&hs->s3_mu, NULL);
 	hs->opt = *opt;
 	hs->opt.header_file = NULL;
 	hs->opt.cacert = NULL;
@@ -449,7 +586,8 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 		pthread_mutex_init(&hs->share_locks[i], NULL);
 	hs->base.ops = &lsq_http_ops;
 	hs->base.reads_ahead = hs->opt.readahead > 0;
-	hs->base.name = lsq_url_redact(url);  /* shown in messages */
+	/* shown in messages; an S3 image as the user named it */
+	hs->base.name = s3 ? strdup(spec) : lsq_url_redact(url);
 	hs->free_handles = calloc(hs->opt.max_connections,
 				  sizeof(*hs->free_handles));
 	hs->mirrors = calloc(1 + opt->nmirrors, sizeof(*hs->mirrors));
@@ -460,8 +598,15 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 	hs->nmirrors = 1 + opt->nmirrors;
 	for (unsigned i = 0; i < hs->nmirrors; i++) {
 		hs->mirrors[i].url = strdup(i ? opt->mirrors[i - 1] : url);
-		hs->mirrors[i].shown = lsq_url_redact(hs->mirrors[i].url);
+		hs->mirrors[i].shown = i == 0 && s3
+					       ? strdup(spec)
+					       : lsq_url_redact(hs->mirrors[i].url);
 		if (!hs->mirrors[i].url || !hs->mirrors[i].shown)
+			goto fail;
+	}
+	if (s3) {
+		ret = s3_setup(hs, opt, err, errlen);
+		if (ret)
 			goto fail;
 	}
 	if (opt->cacert) {
@@ -507,11 +652,13 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 			goto fail;
 		}
 	}
+	free(s3);
 	*out = &hs->base;
 	return LSQ_OK;
 fail:
 	if (ret == LSQ_ERR_NOMEM && !err[0])
 		snprintf(err, errlen, "out of memory");
+	free(s3);
 	lsq_http_destroy(&hs->base);
 	return ret;
 }

@@ -294,10 +294,18 @@ size_t lsq_http_on_header(char *line, size_t size, size_t nitems, void *user)
 		/* end of a header block; 1xx and redirects are not final */
 		if (x->status >= 100 && x->status < 200)
 			return n;
+		/* (S3 requests follow no redirect: S3 answers a wrong
+		 * region with 301 and an error document, judged below) */
 		if (x->status >= 300 && x->status < 400 &&
-		    x->status != 304)
+		    x->status != 304 && !x->hs->s3)
 			return n;
 		judge_headers(x);
+		/* An S3 error answer names its reason in the body's Code
+		 * (ExpiredToken, SignatureDoesNotMatch, ...): read the start
+		 * of it, lsq_http_on_body keeps it apart from the image. */
+		if (x->verdict != V_OK && x->hs->s3 && x->status >= 300 &&
+		    x->status != 416)
+			return n;
 		if (x->verdict != V_OK)
 			return 0;  /* abort: never download a wrong body */
 	}
@@ -311,6 +319,17 @@ size_t lsq_http_on_body(char *data, size_t size, size_t nmemb, void *user)
 
 	if (!x->final_seen)
 		return n;  /* body of a redirect */
+	if (x->verdict != V_OK && x->hs->s3 && x->status >= 300) {
+		size_t room = sizeof(x->s3_error) - 1 - x->s3_error_len;
+
+		if (n > room)
+			n = room;
+		memcpy(x->s3_error + x->s3_error_len, data, n);
+		x->s3_error_len += n;
+		x->s3_error[x->s3_error_len] = '\0';
+		/* enough read: stop the transfer once the buffer is full */
+		return n == size * nmemb ? n : 0;
+	}
 	if (x->verdict != V_OK)
 		return 0;
 	if (n > x->want - x->got) {

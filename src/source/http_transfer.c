@@ -197,10 +197,143 @@ static void sample_timing(struct http_source *hs, CURL *curl, size_t bytes)
 				  bytes, (uint64_t)(total - first) * 1000u);
 }
 
+/* An S3 request: libcurl signs it (Signature Version 4) with the current
+ * credentials. We add x-amz-content-sha256 ourselves (libcurl 7.88 does
+ * not, and S3 requires it; UNSIGNED-PAYLOAD for a GET) and the session
+ * token; being x-amz-* headers, both are signed with the rest. Returns
+ * the request's header list (owned by the caller; the token is in it),
+ * or NULL when out of memory. */
+static struct curl_slist *s3_sign(struct http_source *hs, CURL *curl,
+				  const struct curl_slist *headers,
+				  unsigned *gen)
+{
+	struct curl_slist *list = NULL, *n;
+	char *token = NULL;
+	bool ok = true;
+
+	for (; headers; headers = headers->next) {
+		n = curl_slist_append(list, headers->data);
+		if (!n)
+			goto fail;
+		list = n;
+	}
+	n = curl_slist_append(list, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+	if (!n)
+		goto fail;
+	list = n;
+	pthread_mutex_lock(&hs->s3_mu);
+	*gen = hs->s3_gen;
+	/* libcurl copies these strings */
+	curl_easy_setopt(curl, CURLOPT_USERNAME, hs->s3_creds.access_key);
+	curl_easy_setopt(curl, CURLOPT_PASSWORD, hs->s3_creds.secret);
+	if (hs->s3_creds.token &&
+	    asprintf(&token, "x-amz-security-token: %s",
+		     hs->s3_creds.token) < 0) {
+		token = NULL;
+		ok = false;
+	}
+	pthread_mutex_unlock(&hs->s3_mu);
+	if (!ok)
+		goto fail;
+	if (token) {
+		n = curl_slist_append(list, token);
+		explicit_bzero(token, strlen(token));
+		free(token);
+		if (!n)
+			goto fail;
+		list = n;
+	}
+	curl_easy_setopt(curl, CURLOPT_AWS_SIGV4, hs->s3_sigv4);
+	/* S3 names another region's endpoint in an error document, not in a
+	 * Location to follow; and a signed request is not sent on elsewhere */
+	curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
+	return list;
+fail:
+	curl_slist_free_all(list);
+	return NULL;
+}
+
+/* The server refused the credentials of generation gen (403, or S3's
+ * 400 for an expired token): temporary ones may have been renewed where
+ * we found them. Read them again and take them if they differ. The file
+ * is read with no lock held (readers signing meanwhile must not wait on
+ * a disk); when two readers do it at once, the first to finish installs
+ * its copy and the other sees the new generation. True when the caller
+ * should try again with the current credentials. */
+bool lsq_http_s3_reload(struct http_source *hs, unsigned gen)
+{
+	struct lsq_s3_creds fresh = { 0 };
+	char err[512] = "", from[sizeof(fresh.from)];
+	bool changed = false, newer;
+
+	pthread_mutex_lock(&hs->s3_mu);
+	newer = hs->s3_gen != gen;
+	pthread_mutex_unlock(&hs->s3_mu);
+	if (newer)
+		return true;
+	if (lsq_s3_creds_load(&hs->s3_where, &fresh, err, sizeof(err))) {
+		lsq_warn("%s: access refused, and the credentials could not "
+			 "be read again: %s", hs->base.name, err);
+		return false;
+	}
+	pthread_mutex_lock(&hs->s3_mu);
+	newer = hs->s3_gen != gen;
+	if (!newer && !lsq_s3_creds_equal(&fresh, &hs->s3_creds)) {
+		lsq_s3_creds_clear(&hs->s3_creds);
+		hs->s3_creds = fresh;  /* moved: fresh is not cleared below */
+		memset(&fresh, 0, sizeof(fresh));
+		hs->s3_gen++;
+		memcpy(from, hs->s3_creds.from, sizeof(from));
+		changed = true;
+	}
+	pthread_mutex_unlock(&hs->s3_mu);
+	lsq_s3_creds_clear(&fresh);
+	if (changed)
+		lsq_info("%s: access refused; using the credentials read "
+			 "again from %s", hs->base.name, from);
+	return changed || newer;
+}
+
+/* The Code of an S3 error document, letters and digits only (it goes
+ * into messages; the rest of the document, which may quote the access
+ * key and what was signed, never does). */
+static void s3_error_code(struct xfer *x)
+{
+	const char *p = strstr(x->s3_error, "<Code>");
+	size_t n = 0;
+
+	x->s3_code[0] = '\0';
+	if (!p)
+		return;
+	for (p += 6; n + 1 < sizeof(x->s3_code) &&
+		     ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+		      (*p >= '0' && *p <= '9'));
+	     p++)
+		x->s3_code[n++] = *p;
+	x->s3_code[n] = '\0';
+	if (strncmp(p, "</Code>", 7) != 0)
+		x->s3_code[0] = '\0';
+}
+
+/* Whether the S3 server refused the credentials themselves: 403, or
+ * the 400 S3 gives for an expired or unknown session token. */
+bool lsq_http_s3_refused(const struct xfer *x)
+{
+	if (!x->hs->s3)
+		return false;
+	if (x->status == 403)
+		return true;
+	return x->status == 400 &&
+	       (strcmp(x->s3_code, "ExpiredToken") == 0 ||
+		strcmp(x->s3_code, "InvalidToken") == 0 ||
+		strcmp(x->s3_code, "TokenRefreshRequired") == 0);
+}
+
 /* One GET of [x->off, x->off + x->want) from mirror m into x->buf. */
 void lsq_http_transfer(struct xfer *x, const struct curl_slist *headers)
 {
 	struct http_source *hs = x->hs;
+	struct curl_slist *signed_headers = NULL;
 	struct handle *h;
 	char range[64];
 	CURLcode rc;
@@ -216,6 +349,16 @@ void lsq_http_transfer(struct xfer *x, const struct curl_slist *headers)
 	h->errbuf[0] = '\0';
 	curl_easy_setopt(h->curl, CURLOPT_URL, x->m->url);
 	curl_easy_setopt(h->curl, CURLOPT_RANGE, range);
+	if (hs->s3) {
+		signed_headers = s3_sign(hs, h->curl, headers, &x->s3_gen);
+		if (!signed_headers) {
+			release_handle(hs, h);
+			lsq_http_set_verdict(x, V_RETRY, "out of memory for "
+					     "a request");
+			return;
+		}
+		headers = signed_headers;
+	}
 	curl_easy_setopt(h->curl, CURLOPT_HTTPHEADER, headers);
 	curl_easy_setopt(h->curl, CURLOPT_HEADERDATA, x);
 	curl_easy_setopt(h->curl, CURLOPT_WRITEDATA, x);
@@ -250,7 +393,17 @@ void lsq_http_transfer(struct xfer *x, const struct curl_slist *headers)
 				     h->errbuf[0] ? h->errbuf
 						  : curl_easy_strerror(rc));
 	}
+	if (hs->s3 && x->s3_error_len) {
+		s3_error_code(x);
+		if (x->s3_code[0]) {
+			size_t n = strlen(x->why);
+
+			snprintf(x->why + n, sizeof(x->why) - n, " (%s)",
+				 x->s3_code);
+		}
+	}
 	curl_easy_setopt(h->curl, CURLOPT_HTTPHEADER, NULL);
+	curl_slist_free_all(signed_headers);
 	release_handle(hs, h);
 }
 
@@ -313,6 +466,7 @@ int lsq_http_fetch(struct http_source *hs, uint8_t *buf, size_t len,
 	 * with retries, and reports. */
 	unsigned tries = speculative ? 1 : hs->opt.retries + 1;
 	enum verdict last = V_RETRY;
+	bool reloaded = false;
 	struct xfer x;
 	char why[256] = "";
 	const char *url = hs->mirrors[0].shown;
@@ -346,6 +500,12 @@ int lsq_http_fetch(struct http_source *hs, uint8_t *buf, size_t len,
 		if (x.verdict == V_CHANGED) {
 			mark_changed(hs, m, x.why);
 			return LSQ_ERR_REMOTE_CHANGED;
+		}
+		if (lsq_http_s3_refused(&x) && !reloaded &&
+		    lsq_http_s3_reload(hs, x.s3_gen)) {
+			reloaded = true;
+			attempt--;  /* new credentials: not a retry */
+			continue;
 		}
 		if (x.retry_after > 0)
 			not_before(hs, x.retry_after > LSQ_HTTP_RETRY_AFTER_MAX

@@ -70,7 +70,8 @@ int lsq_source_is_url(const char *url)
 {
 	return strncasecmp(url, "http://", 7) == 0 ||
 	       strncasecmp(url, "https://", 8) == 0 ||
-	       strncasecmp(url, "file://", 7) == 0;
+	       strncasecmp(url, "file://", 7) == 0 ||
+	       strncasecmp(url, "s3://", 5) == 0;
 }
 
 #if !LSQ_HAVE_CURL
@@ -230,6 +231,11 @@ void lsq_http_destroy(struct lsq_source *src)
 	free_mirrors(hs);
 	curl_slist_free_all(hs->user_headers);
 	free(hs->cacert);
+	lsq_s3_creds_clear(&hs->s3_creds);
+	pthread_mutex_destroy(&hs->s3_mu);
+	free(hs->s3_sigv4);
+	free((char *)hs->s3_where.profile);
+	free((char *)hs->s3_where.credentials_file);
 	free(src->name);
 	free(hs);
 }

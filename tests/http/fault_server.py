@@ -27,6 +27,10 @@ range starts below `min_offset` are left alone, so a mount can be set up
 before a fault is armed, and so are those starting at or past
 `max_offset` (when given: the metadata at the end of an image). Every
 request is recorded in `server.log`.
+
+`require_header = (name, value)` refuses requests without that header with
+`refusal` (status, body): 403 by default; the s3 tests answer as S3 does to
+an expired session token.
 """
 
 import email.utils
@@ -118,6 +122,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
                             "ua": self.headers.get("User-Agent"),
                             "status": status, "bytes": nbytes,
                             "auth": self.headers.get("Authorization"),
+                            "amz_token": self.headers.get(
+                                "x-amz-security-token"),
+                            "amz_sha256": self.headers.get(
+                                "x-amz-content-sha256"),
                             "target": self.path})
 
     def _simple(self, code, headers=(), body=b""):
@@ -137,7 +145,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         srv = self.server.owner
         need = srv.require_header
         if need and self.headers.get(need[0]) != need[1]:
-            return self._simple(403, body=b"forbidden\n")
+            code, body = srv.refusal
+            return self._simple(code, body=body)
         obj = self._obj()
         if obj is None:
             return self._simple(404, body=b"not found\n")
@@ -251,6 +260,7 @@ class FaultServer:
         self.fault = None
         self.log = []
         self.require_header = None
+        self.refusal = (403, b"forbidden\n")  # answer without that header
         self.rng = None            # "mix" faults: seeded draws
         self.rng_seed = None
         self.mix_counts = {}       # "mix" faults: requests per drawn kind

@@ -29,7 +29,3 @@ if [ ${#missing[@]} -gt 0 ]; then
 	$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null 2>&1 ||
 		$SUDO apt-get install -y --no-install-recommends "${missing[@]}"
 fi
-
-# The S3 server of the s3:// tests, built once and cached (skipped when the
-# cached binary exists; see the script).
-bash "$(dirname "$0")/install-versitygw.sh"

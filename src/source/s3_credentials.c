@@ -248,6 +248,8 @@ static int from_file(const char *path, bool strict, const char *section,
 	free(text);
 	if (ret == 0)
 		snprintf(c->from, sizeof(c->from), "%s [%s]", path, section);
+	else  /* a bad line after good ones: keep none of them */
+		lsq_s3_creds_clear(c);
 	return ret;
 }
 

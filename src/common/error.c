@@ -1,7 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 
+#include "common/errmsg.h"
 #include "lsq/error.h"
+
+int lsq_fail(int ret, char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return ret;
+}
 
 const char *lsq_strerror(int err)
 {

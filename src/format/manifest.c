@@ -8,7 +8,6 @@
  */
 #include "format/manifest.h"
 
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +15,7 @@
 
 #include "common/checked_math.h"
 #include "common/endian.h"
+#include "common/errmsg.h"
 #include "format/ondisk.h"
 #include "lsq/error.h"
 
@@ -39,22 +39,8 @@
 #define H_RESERVED 32
 #define H_RESERVED_LEN 16
 
-static int fail(int ret, char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
 
-static int fail(int ret, char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return ret;
-}
-
-#define BAD(...) fail(LSQ_ERR_CORRUPT, err, errlen, __VA_ARGS__)
+#define BAD(...) lsq_fail(LSQ_ERR_CORRUPT, err, errlen, __VA_ARGS__)
 
 uint64_t lsq_manifest_body_length(uint32_t count)
 {
@@ -121,7 +107,7 @@ int lsq_manifest_trailer_decode(const uint8_t in[LSQ_MANIFEST_TRAILER_SIZE],
 	struct lsq_manifest_trailer t;
 
 	if (memcmp(in + T_END, LSQ_MANIFEST_END_MAGIC, 8) != 0)
-		return fail(LSQ_ERR_NOT_FOUND, err, errlen,
+		return lsq_fail(LSQ_ERR_NOT_FOUND, err, errlen,
 			    "no manifest: the file does not end in \"%s\"",
 			    LSQ_MANIFEST_END_MAGIC);
 	if (memcmp(in, LSQ_MANIFEST_TRAILER_MAGIC, 8) != 0)
@@ -226,7 +212,7 @@ int lsq_manifest_parse(const uint8_t *buf, size_t len,
 
 	memset(&m, 0, sizeof(m));
 	if (len < LSQ_MANIFEST_TRAILER_SIZE)
-		return fail(LSQ_ERR_NOT_FOUND, err, errlen,
+		return lsq_fail(LSQ_ERR_NOT_FOUND, err, errlen,
 			    "no manifest: %zu bytes, a manifest trailer alone takes %u",
 			    len, LSQ_MANIFEST_TRAILER_SIZE);
 	ret = lsq_manifest_trailer_decode(buf + len - LSQ_MANIFEST_TRAILER_SIZE,
@@ -247,7 +233,7 @@ int lsq_manifest_parse(const uint8_t *buf, size_t len,
 		return BAD("bad manifest: the body does not start with \"%s\"",
 			   LSQ_MANIFEST_MAGIC);
 	if (lsq_le32(body + H_VERSION) != LSQ_MANIFEST_VERSION)
-		return fail(LSQ_ERR_UNSUPPORTED, err, errlen,
+		return lsq_fail(LSQ_ERR_UNSUPPORTED, err, errlen,
 			    "unsupported manifest version %u (this build reads %u)",
 			    lsq_le32(body + H_VERSION), LSQ_MANIFEST_VERSION);
 	if (!all_zero(body + H_RESERVED, H_RESERVED_LEN))
@@ -271,7 +257,7 @@ int lsq_manifest_parse(const uint8_t *buf, size_t len,
 	/* count * 44 <= len, so this allocation is bounded by the input */
 	m.entries = malloc((size_t)m.count * sizeof(*m.entries));
 	if (!m.entries)
-		return fail(LSQ_ERR_NOMEM, err, errlen,
+		return lsq_fail(LSQ_ERR_NOMEM, err, errlen,
 			    "out of memory for %u manifest units", m.count);
 	for (uint32_t i = 0; i < m.count; i++) {
 		const uint8_t *p = body + LSQ_MANIFEST_HEADER_SIZE +

@@ -9,7 +9,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +21,7 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 
+#include "common/errmsg.h"
 #include "lsq/error.h"
 
 /* PEM key files are a few hundred bytes; this bounds what is read. */
@@ -39,21 +39,8 @@ struct lsq_sign_key {
 	uint8_t id[LSQ_MANIFEST_KEY_ID_SIZE];
 };
 
-static int fail(int ret, char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int fail(int ret, char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	ERR_clear_error(); /* nothing of libcrypto's queue outlives a call */
-	return ret;
-}
+/* lsq_fail, and nothing of libcrypto's error queue outlives the call. */
+#define fail(ret, ...) (ERR_clear_error(), lsq_fail((ret), __VA_ARGS__))
 
 /* ---- SHA-256 ---- */
 

@@ -4,30 +4,16 @@
  * depends on, then commit. The checks follow what the kernel's
  * fs/squashfs/super.c refuses, plus table offsets against the image size.
  */
-#include <stdarg.h>
 #include <stdio.h>
 
 #include "common/endian.h"
+#include "common/errmsg.h"
 #include "format/ondisk.h"
 #include "format/superblock.h"
 #include "lsq/error.h"
 
-static int fail(int ret, char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
 
-static int fail(int ret, char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return ret;
-}
-
-#define BAD(...) fail(LSQ_ERR_CORRUPT, err, errlen, "bad superblock: " __VA_ARGS__)
+#define BAD(...) lsq_fail(LSQ_ERR_CORRUPT, err, errlen, "bad superblock: " __VA_ARGS__)
 
 int lsq_superblock_decode(const uint8_t *buf, uint64_t source_size,
 			  struct lsq_superblock *out, char *err, size_t errlen)
@@ -56,11 +42,11 @@ int lsq_superblock_decode(const uint8_t *buf, uint64_t source_size,
 	sb.export_table_start = lsq_le64(buf + 88);
 
 	if (sb.magic != SQUASHFS_MAGIC)
-		return fail(LSQ_ERR_CORRUPT, err, errlen,
+		return lsq_fail(LSQ_ERR_CORRUPT, err, errlen,
 			    "not a SquashFS image: bad magic 0x%08x at offset 0",
 			    sb.magic);
 	if (sb.version_major != 4 || sb.version_minor != 0)
-		return fail(LSQ_ERR_UNSUPPORTED, err, errlen,
+		return lsq_fail(LSQ_ERR_UNSUPPORTED, err, errlen,
 			    "unsupported SquashFS version %u.%u (only 4.0)",
 			    sb.version_major, sb.version_minor);
 	if (sb.block_log < SQUASHFS_MIN_BLOCK_LOG ||

@@ -186,6 +186,9 @@ struct lsq_image_stats {
 		block_cache_bytes;
 	uint64_t disk_cache_hits, disk_cache_misses, disk_cache_writes,
 		disk_cache_corrupt, disk_cache_evictions, disk_cache_bytes;
+	/* a signed image's units in cache_dir's shared, content-addressed
+	 * store (the disk_cache counters then cover the rest) */
+	uint64_t cas_hits, cas_misses, cas_writes, cas_evictions, cas_bytes;
 	uint64_t metadata_pinned_bytes;
 	/* remote sources only (0 otherwise): HTTP transfers including
 	 * retries, body bytes received, retries, reads failed after all

@@ -132,6 +132,8 @@ struct lsq_cache_stats {
 	uint64_t ram_hits, ram_misses, ram_evictions, ram_bytes;
 	uint64_t disk_hits, disk_misses, disk_writes, disk_corrupt,
 		disk_evictions, disk_bytes;
+	/* the content-addressed store of a signed image's units */
+	uint64_t cas_hits, cas_misses, cas_writes, cas_evictions, cas_bytes;
 	uint64_t pinned_bytes;
 	/* lsq_source_cache_prefetch: requests made, bytes they fetched,
 	 * requests that failed, blocks stored, and reads served by a
@@ -149,6 +151,25 @@ struct lsq_cache_stats {
 int lsq_source_cache_wrap(struct lsq_source *inner,
 			  const struct lsq_cache_options *opt,
 			  struct lsq_source **out, char *warn, size_t warnlen);
+
+/* The SHA-256 digest (32 bytes) a signed manifest lists for the unit
+ * [offset, offset+len), or NULL when it lists no such unit. Thread-safe. */
+typedef const uint8_t *(*lsq_unit_digest_fn)(void *ctx, uint64_t offset,
+					     size_t len);
+
+/* A signed image: from now on the units digest_of knows are kept in
+ * cache_dir's content-addressed store (src/cache/cas_store.h), shared by
+ * every image mounted with that cache_dir, instead of this image's own
+ * cache file, which keeps the rest (the pinned metadata region, the
+ * manifest). The store does not check units: the caller must verify every
+ * unit it reads and refetch (lsq_source_refetch) the ones that fail,
+ * which stores them again. Call before other threads read; ctx must
+ * outlive src. Without a cache_dir, or on a source that is not a caching
+ * layer: nothing. A store that cannot be opened: an error and one line in
+ * warn; the layer goes on as before. */
+int lsq_source_cache_use_digests(struct lsq_source *src,
+				 lsq_unit_digest_fn digest_of, void *ctx,
+				 char *warn, size_t warnlen);
 
 /* One unit the image reads as a whole: a data block, a fragment block. */
 struct lsq_extent {

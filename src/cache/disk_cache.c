@@ -21,6 +21,7 @@
  * its own mutex and an equal share of the budget.
  */
 #include "cache/disk_cache.h"
+#include "cache/clock_shard.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -48,24 +49,10 @@
 
 enum { REC_ADD = 1, REC_DROP = 2 };
 
+/* node.key is the range's image offset */
 struct dc_entry {
-	uint64_t off;
+	struct lsq_clock_node node;      /* first: entries are nodes */
 	uint32_t len, crc;
-	uint32_t charge;                 /* whole filesystem blocks touched */
-	bool referenced;                 /* CLOCK's second chance */
-	struct dc_entry *hnext;          /* hash chain */
-	struct dc_entry *prev, *next;    /* CLOCK ring */
-};
-
-struct dc_shard {
-	pthread_mutex_t mu;
-	struct dc_entry **buckets;
-	size_t nbuckets;                 /* power of two */
-	size_t count;
-	struct dc_entry *hand;           /* NULL when the ring is empty */
-	uint64_t bytes;                  /* charges of entries and of the
-					  * writes in flight */
-	uint64_t budget;
 };
 
 struct lsq_disk_cache {
@@ -74,7 +61,7 @@ struct lsq_disk_cache {
 	uint64_t blksize;                /* of the data file's filesystem */
 	uint8_t header[DC_REC];
 	char *log_path;
-	struct dc_shard shards[DC_SHARDS];
+	struct lsq_clock_shard shards[DC_SHARDS];
 	atomic_uint_least64_t hits, misses, writes, corrupt, evictions;
 	atomic_bool disabled;            /* a store failed: stop storing */
 	atomic_uint_least64_t records;   /* in the log, live or dead */
@@ -91,124 +78,25 @@ static uint64_t fnv1a64(uint64_t h, const char *s)
 	return h;
 }
 
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	x ^= x >> 33;
-	return x;
-}
-
 static uint32_t crc_of(const void *buf, size_t len)
 {
 	return (uint32_t)crc32_z(crc32_z(0, Z_NULL, 0), buf, len);
 }
 
-static struct dc_shard *shard_of(struct lsq_disk_cache *dc, uint64_t off)
+static struct lsq_clock_shard *shard_of(struct lsq_disk_cache *dc,
+					uint64_t off)
 {
-	return &dc->shards[mix64(off) >> 60];
+	return &dc->shards[lsq_clock_mix(off) >> 60];
 }
 
-/* ---- one shard: hash table + CLOCK ring (caller holds mu) ---- */
-
-static size_t bucket_of(const struct dc_shard *sh, uint64_t off)
+static struct dc_entry *entry_of(struct lsq_clock_node *n)
 {
-	return (size_t)(mix64(off ^ 0x9e3779b97f4a7c15ull) & (sh->nbuckets - 1));
+	return (struct dc_entry *)n;
 }
 
-static struct dc_entry *shard_find(struct dc_shard *sh, uint64_t off)
+static struct dc_entry *shard_find(struct lsq_clock_shard *sh, uint64_t off)
 {
-	if (!sh->nbuckets)
-		return NULL;
-	for (struct dc_entry *e = sh->buckets[bucket_of(sh, off)]; e;
-	     e = e->hnext)
-		if (e->off == off)
-			return e;
-	return NULL;
-}
-
-static bool shard_grow(struct dc_shard *sh)
-{
-	size_t n = sh->nbuckets ? sh->nbuckets * 2 : 64;
-	struct dc_entry **b = calloc(n, sizeof(*b));
-	struct dc_entry **old = sh->buckets;
-	size_t oldn = sh->nbuckets;
-
-	if (!b)
-		return false;
-	sh->buckets = b;
-	sh->nbuckets = n;
-	for (size_t i = 0; i < oldn; i++) {
-		struct dc_entry *e = old[i], *next;
-
-		for (; e; e = next) {
-			size_t k = bucket_of(sh, e->off);
-
-			next = e->hnext;
-			e->hnext = b[k];
-			b[k] = e;
-		}
-	}
-	free(old);
-	return true;
-}
-
-/* New entries go just behind the hand: the last the hand reaches. */
-static bool shard_insert(struct dc_shard *sh, struct dc_entry *e)
-{
-	size_t k;
-
-	if (sh->count >= sh->nbuckets && !shard_grow(sh) && !sh->nbuckets)
-		return false;
-	k = bucket_of(sh, e->off);
-	e->hnext = sh->buckets[k];
-	sh->buckets[k] = e;
-	if (sh->hand) {
-		e->next = sh->hand;
-		e->prev = sh->hand->prev;
-		e->prev->next = e;
-		sh->hand->prev = e;
-	} else {
-		e->prev = e->next = e;
-		sh->hand = e;
-	}
-	sh->count++;
-	sh->bytes += e->charge;
-	return true;
-}
-
-static void shard_remove(struct dc_shard *sh, struct dc_entry *e)
-{
-	struct dc_entry **pp = &sh->buckets[bucket_of(sh, e->off)];
-
-	while (*pp != e)
-		pp = &(*pp)->hnext;
-	*pp = e->hnext;
-	if (e->next == e) {
-		sh->hand = NULL;
-	} else {
-		e->prev->next = e->next;
-		e->next->prev = e->prev;
-		if (sh->hand == e)
-			sh->hand = e->next;
-	}
-	sh->count--;
-	sh->bytes -= e->charge;
-}
-
-static struct dc_entry *shard_evict_one(struct dc_shard *sh)
-{
-	struct dc_entry *victim;
-
-	while (sh->hand->referenced) {
-		sh->hand->referenced = false;
-		sh->hand = sh->hand->next;
-	}
-	victim = sh->hand;
-	shard_remove(sh, victim);
-	return victim;
+	return entry_of(lsq_clock_find(sh, off));
 }
 
 /* ---- files ---- */
@@ -342,13 +230,13 @@ static void punch(struct lsq_disk_cache *dc, uint64_t off, uint64_t len)
 static void drop_if_same(struct lsq_disk_cache *dc, uint64_t off,
 			 uint32_t len, uint32_t crc)
 {
-	struct dc_shard *sh = shard_of(dc, off);
+	struct lsq_clock_shard *sh = shard_of(dc, off);
 	struct dc_entry *e;
 
 	pthread_mutex_lock(&sh->mu);
 	e = shard_find(sh, off);
 	if (e && e->len == len && e->crc == crc)
-		shard_remove(sh, e);
+		lsq_clock_remove(sh, &e->node);
 	else
 		e = NULL;
 	pthread_mutex_unlock(&sh->mu);
@@ -361,7 +249,7 @@ static void drop_if_same(struct lsq_disk_cache *dc, uint64_t off,
 int lsq_disk_cache_read(struct lsq_disk_cache *dc, void *buf, size_t len,
 			uint64_t offset)
 {
-	struct dc_shard *sh = shard_of(dc, offset);
+	struct lsq_clock_shard *sh = shard_of(dc, offset);
 	struct dc_entry *e;
 	uint32_t crc = 0;
 	bool found = false;
@@ -369,7 +257,7 @@ int lsq_disk_cache_read(struct lsq_disk_cache *dc, void *buf, size_t len,
 	pthread_mutex_lock(&sh->mu);
 	e = shard_find(sh, offset);
 	if (e && e->len == len) {
-		e->referenced = true;
+		e->node.referenced = true;
 		crc = e->crc;
 		found = true;
 	}
@@ -396,8 +284,9 @@ int lsq_disk_cache_read(struct lsq_disk_cache *dc, void *buf, size_t len,
 void lsq_disk_cache_write(struct lsq_disk_cache *dc, const void *buf,
 			  size_t len, uint64_t offset)
 {
-	struct dc_shard *sh = shard_of(dc, offset);
-	struct dc_entry *victims = NULL, *e, *fresh;
+	struct lsq_clock_shard *sh = shard_of(dc, offset);
+	struct lsq_clock_node *victims = NULL;
+	struct dc_entry *e, *fresh;
 	uint32_t crc;
 	bool room;
 
@@ -409,10 +298,10 @@ void lsq_disk_cache_write(struct lsq_disk_cache *dc, const void *buf,
 	fresh = calloc(1, sizeof(*fresh));
 	if (!fresh)
 		return;
-	fresh->off = offset;
+	fresh->node.key = offset;
 	fresh->len = (uint32_t)len;
 	fresh->crc = crc;
-	fresh->charge = charge_of(dc, offset, (uint32_t)len);
+	fresh->node.charge = charge_of(dc, offset, (uint32_t)len);
 
 	pthread_mutex_lock(&sh->mu);
 	e = shard_find(sh, offset);
@@ -422,29 +311,29 @@ void lsq_disk_cache_write(struct lsq_disk_cache *dc, const void *buf,
 		return;
 	}
 	if (e) {  /* a different range at this offset: replace it */
-		shard_remove(sh, e);
-		e->hnext = victims;
-		victims = e;
+		lsq_clock_remove(sh, &e->node);
+		e->node.hnext = victims;
+		victims = &e->node;
 	}
-	while (sh->bytes + fresh->charge > sh->budget && sh->hand) {
-		e = shard_evict_one(sh);
-		e->hnext = victims;
-		victims = e;
+	while (sh->bytes + fresh->node.charge > sh->budget && sh->hand) {
+		e = entry_of(lsq_clock_evict_one(sh));
+		e->node.hnext = victims;
+		victims = &e->node;
 		atomic_fetch_add_explicit(&dc->evictions, 1,
 					  memory_order_relaxed);
 	}
 	/* Reserve now so concurrent stores cannot overshoot the budget;
 	 * when writes in flight hold the room, skip this one. */
-	room = sh->bytes + fresh->charge <= sh->budget;
+	room = sh->bytes + fresh->node.charge <= sh->budget;
 	if (room)
-		sh->bytes += fresh->charge;
+		sh->bytes += fresh->node.charge;
 	pthread_mutex_unlock(&sh->mu);
 
 	while (victims) {
-		e = victims;
-		victims = e->hnext;
-		punch(dc, e->off, e->len);
-		append_record(dc, REC_DROP, e->off, e->len, e->crc);
+		e = entry_of(victims);
+		victims = victims->hnext;
+		punch(dc, e->node.key, e->len);
+		append_record(dc, REC_DROP, e->node.key, e->len, e->crc);
 		free(e);
 	}
 	if (!room) {
@@ -457,7 +346,7 @@ void lsq_disk_cache_write(struct lsq_disk_cache *dc, const void *buf,
 			     strerror(errno));
 		atomic_store(&dc->disabled, true);
 		pthread_mutex_lock(&sh->mu);
-		sh->bytes -= fresh->charge;
+		sh->bytes -= fresh->node.charge;
 		pthread_mutex_unlock(&sh->mu);
 		free(fresh);
 		return;
@@ -465,8 +354,8 @@ void lsq_disk_cache_write(struct lsq_disk_cache *dc, const void *buf,
 	append_record(dc, REC_ADD, offset, (uint32_t)len, crc);
 
 	pthread_mutex_lock(&sh->mu);
-	sh->bytes -= fresh->charge;  /* the reservation becomes the entry */
-	if (shard_find(sh, offset) || !shard_insert(sh, fresh)) {
+	sh->bytes -= fresh->node.charge;  /* the reservation becomes the entry */
+	if (shard_find(sh, offset) || !lsq_clock_insert(sh, &fresh->node)) {
 		pthread_mutex_unlock(&sh->mu);
 		free(fresh);
 		return;
@@ -498,7 +387,7 @@ static void apply_record(struct lsq_disk_cache *dc, const uint8_t *r)
 	uint64_t off = lsq_le64(r);
 	uint32_t len = lsq_le32(r + 8), crc = lsq_le32(r + 12);
 	uint32_t kind = lsq_le32(r + 16);
-	struct dc_shard *sh;
+	struct lsq_clock_shard *sh;
 	struct dc_entry *e;
 
 	if (lsq_le32(r + 28) != crc_of(r, 28) || len == 0 ||
@@ -507,7 +396,7 @@ static void apply_record(struct lsq_disk_cache *dc, const uint8_t *r)
 	sh = shard_of(dc, off);
 	e = shard_find(sh, off);
 	if (e) {
-		shard_remove(sh, e);
+		lsq_clock_remove(sh, &e->node);
 		free(e);
 	}
 	if (kind != REC_ADD)
@@ -515,11 +404,11 @@ static void apply_record(struct lsq_disk_cache *dc, const uint8_t *r)
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return;
-	e->off = off;
+	e->node.key = off;
 	e->len = len;
 	e->crc = crc;
-	e->charge = charge_of(dc, off, len);
-	if (!shard_insert(sh, e))
+	e->node.charge = charge_of(dc, off, len);
+	if (!lsq_clock_insert(sh, &e->node))
 		free(e);
 }
 
@@ -565,7 +454,7 @@ static int cmp_entry_off(const void *a, const void *b)
 	const struct dc_entry *x = *(struct dc_entry *const *)a;
 	const struct dc_entry *y = *(struct dc_entry *const *)b;
 
-	return x->off < y->off ? -1 : x->off > y->off;
+	return x->node.key < y->node.key ? -1 : x->node.key > y->node.key;
 }
 
 /* Entries of every shard, sorted by offset (caller frees the array). */
@@ -580,10 +469,10 @@ static struct dc_entry **sorted_entries(struct lsq_disk_cache *dc, size_t *n)
 	if (!v)
 		return NULL;
 	for (unsigned i = 0; i < DC_SHARDS; i++) {
-		struct dc_entry *e = dc->shards[i].hand;
+		struct lsq_clock_node *e = dc->shards[i].hand;
 
 		for (size_t j = 0; j < dc->shards[i].count; j++, e = e->next)
-			v[k++] = e;
+			v[k++] = entry_of(e);
 	}
 	qsort(v, k, sizeof(*v), cmp_entry_off);
 	*n = k;
@@ -608,13 +497,13 @@ static void reclaim(struct lsq_disk_cache *dc, struct dc_entry **v, size_t n)
 		if (h <= d)
 			break;
 		at = (uint64_t)d;
-		while (i < n && v[i]->off + v[i]->len <= at)
+		while (i < n && v[i]->node.key + v[i]->len <= at)
 			i++;
-		for (size_t j = i; j < n && v[j]->off < (uint64_t)h; j++) {
-			if (v[j]->off > at)
-				punch(dc, at, v[j]->off - at);
-			if (v[j]->off + v[j]->len > at)
-				at = v[j]->off + v[j]->len;
+		for (size_t j = i; j < n && v[j]->node.key < (uint64_t)h; j++) {
+			if (v[j]->node.key > at)
+				punch(dc, at, v[j]->node.key - at);
+			if (v[j]->node.key + v[j]->len > at)
+				at = v[j]->node.key + v[j]->len;
 		}
 		if (at < (uint64_t)h)
 			punch(dc, at, (uint64_t)h - at);
@@ -645,7 +534,7 @@ static void compact(struct lsq_disk_cache *dc, struct dc_entry **v, size_t n)
 	for (size_t i = 0; ok && i < n; i++) {
 		uint8_t r[DC_REC];
 
-		rec_encode(r, REC_ADD, v[i]->off, v[i]->len, v[i]->crc);
+		rec_encode(r, REC_ADD, v[i]->node.key, v[i]->len, v[i]->crc);
 		ok = pwrite_full(fd, r, DC_REC, (uint64_t)(i + 1) * DC_REC) ==
 		     LSQ_OK;
 	}
@@ -689,7 +578,7 @@ int lsq_disk_cache_open(const char *dir, const char *identity,
 {
 	struct lsq_disk_cache *dc;
 	uint64_t h1 = fnv1a64(0xcbf29ce484222325ull, identity);
-	uint64_t h2 = mix64(fnv1a64(0x84222325cbf29ce4ull, identity));
+	uint64_t h2 = lsq_clock_mix(fnv1a64(0x84222325cbf29ce4ull, identity));
 	char name[40];
 	struct dc_entry **v;
 	struct stat st;
@@ -751,12 +640,12 @@ int lsq_disk_cache_open(const char *dir, const char *identity,
 
 	/* A smaller budget than last time: evict down to it. */
 	for (unsigned i = 0; i < DC_SHARDS; i++) {
-		struct dc_shard *sh = &dc->shards[i];
+		struct lsq_clock_shard *sh = &dc->shards[i];
 
 		while (sh->bytes > sh->budget && sh->hand) {
-			struct dc_entry *e = shard_evict_one(sh);
+			struct dc_entry *e = entry_of(lsq_clock_evict_one(sh));
 
-			append_record(dc, REC_DROP, e->off, e->len, e->crc);
+			append_record(dc, REC_DROP, e->node.key, e->len, e->crc);
 			free(e);
 		}
 	}
@@ -780,12 +669,12 @@ void lsq_disk_cache_close(struct lsq_disk_cache *dc)
 	if (!dc)
 		return;
 	for (unsigned i = 0; i < DC_SHARDS; i++) {
-		struct dc_shard *sh = &dc->shards[i];
+		struct lsq_clock_shard *sh = &dc->shards[i];
 
 		while (sh->hand) {
-			struct dc_entry *e = sh->hand;
+			struct dc_entry *e = entry_of(sh->hand);
 
-			shard_remove(sh, e);
+			lsq_clock_remove(sh, &e->node);
 			free(e);
 		}
 		free(sh->buckets);

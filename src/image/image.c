@@ -427,6 +427,11 @@ void lsq_image_get_stats(const struct lsq_image *img,
 		out->disk_cache_corrupt = ls.disk_corrupt;
 		out->disk_cache_evictions = ls.disk_evictions;
 		out->disk_cache_bytes = ls.disk_bytes;
+		out->cas_hits = ls.cas_hits;
+		out->cas_misses = ls.cas_misses;
+		out->cas_writes = ls.cas_writes;
+		out->cas_evictions = ls.cas_evictions;
+		out->cas_bytes = ls.cas_bytes;
 		out->metadata_pinned_bytes = ls.pinned_bytes;
 		out->prefetch_requests = ls.prefetch_requests;
 		out->prefetch_bytes = ls.prefetch_bytes;

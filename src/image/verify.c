@@ -234,6 +234,14 @@ lsq_verifier_unit(const struct lsq_verifier *v, uint64_t offset)
 	return lsq_manifest_find(&v->m, offset);
 }
 
+const uint8_t *lsq_verifier_digest(void *ctx, uint64_t offset, size_t len)
+{
+	const struct lsq_verifier *v = ctx;
+	const struct lsq_manifest_entry *e = lsq_manifest_find(&v->m, offset);
+
+	return e && e->length == len ? e->digest : NULL;
+}
+
 static bool matches(const struct lsq_manifest_entry *e, const void *buf,
 		    size_t len)
 {

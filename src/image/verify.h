@@ -48,6 +48,11 @@ void lsq_verifier_destroy(struct lsq_verifier *v); /* NULL is ignored */
 const struct lsq_manifest_entry *
 lsq_verifier_unit(const struct lsq_verifier *v, uint64_t offset);
 
+/* The digest of the unit [offset, offset+len), or NULL when the manifest
+ * lists no unit of that length there (an lsq_unit_digest_fn; ctx is the
+ * verifier): what the cache_dir's content-addressed store keys it by. */
+const uint8_t *lsq_verifier_digest(void *ctx, uint64_t offset, size_t len);
+
 /* Read the unit [offset, offset+len) from src into buf and check it (see
  * above). LSQ_ERR_CORRUPT, with one logged line naming the offset and the
  * source, for a range that is not a listed unit or whose bytes do not

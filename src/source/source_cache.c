@@ -10,7 +10,10 @@
  *     lookup is free (-o prefetch_metadata).
  *  2. RAM: a sharded LRU of ranges (-o block_cache=), single-flight, so a
  *     repeated read never goes back to the network.
- *  3. disk: the persistent cache (-o cache_dir=, src/cache/disk_cache.c).
+ *  3. disk: the persistent cache (-o cache_dir=, src/cache/disk_cache.c);
+ *     for a signed image, the units its manifest lists go to cache_dir's
+ *     content-addressed store instead (src/cache/cas_store.c), shared
+ *     with every other image and version mounted with that cache_dir.
  *  4. inner: the source itself; what it returns is stored in 3 and 2.
  */
 #include <pthread.h>
@@ -21,6 +24,7 @@
 #include <string.h>
 
 #include "cache/block_cache.h"
+#include "cache/cas_store.h"
 #include "cache/disk_cache.h"
 #include "common/bufpool.h"
 #include "common/checked_math.h"
@@ -41,6 +45,11 @@ struct cache_source {
 	struct lsq_source *inner;
 	struct lsq_block_cache *ram;   /* NULL: block_cache=0 */
 	struct lsq_disk_cache *disk;   /* NULL: no cache_dir */
+	char *dir;                     /* cache_dir (NULL: none), its bound */
+	uint64_t dir_bytes;
+	struct lsq_cas_store *cas;     /* NULL: not a signed image */
+	lsq_unit_digest_fn digest_of;  /* set with cas */
+	void *digest_ctx;
 	bool pin_metadata;
 
 	pthread_mutex_t pin_mu;
@@ -55,17 +64,50 @@ struct cache_source {
 
 static const struct lsq_source_ops cache_ops;
 
+/* The digest of a unit the content-addressed store keeps, or NULL. */
+static const uint8_t *unit_digest(const struct cache_source *cs, size_t len,
+				  uint64_t off)
+{
+	return cs->cas ? cs->digest_of(cs->digest_ctx, off, len) : NULL;
+}
+
+/* The persistent copy of a range: the store of its digest, else the
+ * image's own cache file. */
+static int persisted_read(struct cache_source *cs, void *buf, size_t len,
+			  uint64_t off)
+{
+	const uint8_t *d = unit_digest(cs, len, off);
+
+	if (d)
+		return lsq_cas_read(cs->cas, d, buf, len);
+	if (cs->disk)
+		return lsq_disk_cache_read(cs->disk, buf, len, off);
+	return LSQ_ERR_NOT_FOUND;
+}
+
+/* replace: the stored copy failed its digest (a refetch) */
+static void persist(struct cache_source *cs, const void *buf, size_t len,
+		    uint64_t off, bool replace)
+{
+	const uint8_t *d = unit_digest(cs, len, off);
+
+	if (d)
+		lsq_cas_write(cs->cas, d, buf, len, replace);
+	else if (cs->disk)
+		lsq_disk_cache_write(cs->disk, buf, len, off);
+}
+
 /* Persistent cache, then inner; what inner returns is stored. */
 static int load_range(struct cache_source *cs, void *buf, size_t len,
 		      uint64_t off)
 {
 	int ret;
 
-	if (cs->disk && lsq_disk_cache_read(cs->disk, buf, len, off) == LSQ_OK)
+	if (persisted_read(cs, buf, len, off) == LSQ_OK)
 		return LSQ_OK;
 	ret = lsq_source_read_at(cs->inner, buf, len, off);
-	if (ret == LSQ_OK && cs->disk)
-		lsq_disk_cache_write(cs->disk, buf, len, off);
+	if (ret == LSQ_OK)
+		persist(cs, buf, len, off, false);
 	return ret;
 }
 
@@ -186,8 +228,8 @@ static int cache_refetch(struct lsq_source *src, void *buf, size_t len,
 	struct cache_source *cs = (struct cache_source *)src;
 	int ret = lsq_source_refetch(cs->inner, buf, len, offset);
 
-	if (ret == LSQ_OK && cs->disk)
-		lsq_disk_cache_write(cs->disk, buf, len, offset);
+	if (ret == LSQ_OK)
+		persist(cs, buf, len, offset, true);
 	return ret;
 }
 
@@ -224,9 +266,10 @@ static size_t reserve_extents(struct cache_source *cs,
 		    lsq_block_cache_reserve(cs->ram, ext[i].offset, &res[i]) ||
 		    !res[i])
 			continue;
-		if (cs->disk && (blk = lsq_block_alloc(ext[i].len)) != NULL) {
-			if (lsq_disk_cache_read(cs->disk, blk->data, ext[i].len,
-						ext[i].offset) == LSQ_OK) {
+		if ((cs->disk || cs->cas) &&
+		    (blk = lsq_block_alloc(ext[i].len)) != NULL) {
+			if (persisted_read(cs, blk->data, ext[i].len,
+					   ext[i].offset) == LSQ_OK) {
 				blk->size = ext[i].len;
 				blk->aux = PREFETCHED;
 				lsq_block_cache_fulfil(cs->ram, res[i], blk);
@@ -305,9 +348,7 @@ int lsq_source_cache_prefetch(struct lsq_source *src,
 		if (ret == LSQ_OK)
 			blk = prefetched_block(data, ext[i].len);
 		if (blk) {
-			if (cs->disk)
-				lsq_disk_cache_write(cs->disk, data,
-						     ext[i].len, ext[i].offset);
+			persist(cs, data, ext[i].len, ext[i].offset, false);
 			atomic_fetch_add_explicit(&cs->pf_blocks, 1,
 						  memory_order_relaxed);
 		}
@@ -347,6 +388,8 @@ static void cache_destroy(struct lsq_source *src)
 
 	lsq_block_cache_destroy(cs->ram);
 	lsq_disk_cache_close(cs->disk);
+	lsq_cas_close(cs->cas);
+	free(cs->dir);
 	lsq_block_put(atomic_load(&cs->pin));
 	lsq_source_destroy(cs->inner);
 	pthread_mutex_destroy(&cs->pin_mu);
@@ -401,6 +444,8 @@ int lsq_source_cache_wrap(struct lsq_source *inner,
 		}
 	}
 	if (opt->dir && opt->dir_bytes) {
+		cs->dir = strdup(opt->dir);
+		cs->dir_bytes = opt->dir_bytes;
 		if (!inner->identity)
 			snprintf(warn, warnlen,
 				 "cache_dir: %s has no ETag or Last-Modified, so a changed image could not be told apart; running without the persistent cache",
@@ -444,6 +489,16 @@ int lsq_source_cache_get_stats(const struct lsq_source *src,
 		out->disk_evictions = st.evictions;
 		out->disk_bytes = st.bytes;
 	}
+	if (cs->cas) {
+		struct lsq_cas_stats st;
+
+		lsq_cas_get_stats(cs->cas, &st);
+		out->cas_hits = st.hits;
+		out->cas_misses = st.misses;
+		out->cas_writes = st.writes;
+		out->cas_evictions = st.evictions;
+		out->cas_bytes = st.bytes;
+	}
 	pin = atomic_load_explicit(&cs->pin, memory_order_acquire);
 	out->pinned_bytes = pin ? pin->size : 0;
 	out->prefetch_requests = atomic_load(&cs->pf_requests);
@@ -452,6 +507,27 @@ int lsq_source_cache_get_stats(const struct lsq_source *src,
 	out->prefetch_blocks = atomic_load(&cs->pf_blocks);
 	out->prefetch_hits = atomic_load(&cs->pf_hits);
 	out->prefetch_hit_bytes = atomic_load(&cs->pf_hit_bytes);
+	return LSQ_OK;
+}
+
+int lsq_source_cache_use_digests(struct lsq_source *src,
+				 lsq_unit_digest_fn digest_of, void *ctx,
+				 char *warn, size_t warnlen)
+{
+	struct cache_source *cs = (struct cache_source *)src;
+	int ret;
+
+	if (warnlen)
+		warn[0] = '\0';
+	if (src->ops != &cache_ops || !cs->dir || cs->cas)
+		return LSQ_OK;
+	ret = lsq_cas_open(cs->dir, cs->dir_bytes, &cs->cas, warn, warnlen);
+	if (ret != LSQ_OK) {
+		cs->cas = NULL;
+		return ret;
+	}
+	cs->digest_of = digest_of;
+	cs->digest_ctx = ctx;
 	return LSQ_OK;
 }
 

@@ -541,6 +541,27 @@ void lsq_block_cache_fulfil(struct lsq_block_cache *cache,
 
 /* ---- create / destroy / stats ---- */
 
+void lsq_block_cache_drop(struct lsq_block_cache *cache, uint64_t key)
+{
+	uint64_t hash = mix64(key);
+	struct shard *s = shard_of(cache, hash);
+	struct entry *e;
+
+	lock_shard(s);
+	e = table_find(s, hash, key);
+	if (e && e->blk) {  /* resident; a load in flight is left alone */
+		lru_unlink(e);
+		table_remove(s, e);
+		s->bytes -= e->charge;
+		s->nblocks--;
+		e->chain = NULL;
+	} else {
+		e = NULL;
+	}
+	unlock_shard(s);
+	release_dead(e);
+}
+
 static unsigned pick_shards(size_t budget, unsigned want)
 {
 	unsigned n = 1;

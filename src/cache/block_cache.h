@@ -125,6 +125,11 @@ void lsq_block_cache_fulfil(struct lsq_block_cache *cache,
 			    struct lsq_block_reservation *res,
 			    struct lsq_block *blk);
 
+/* Forget key's block, if resident (a load in flight is left alone):
+ * its bytes turned out bad. Readers holding it keep their reference.
+ * Thread-safe. */
+void lsq_block_cache_drop(struct lsq_block_cache *cache, uint64_t key);
+
 void lsq_block_cache_get_stats(struct lsq_block_cache *cache,
 			       struct lsq_block_cache_stats *out);
 

@@ -10,8 +10,9 @@
  * be one listed unit with the listed SHA-256, or the unit is fetched once
  * more from its origin (the next mirror, past the caches) and refused if
  * that copy is bad too. Checked before anything is decompressed or kept
- * by the image's caches; the source's caches below may hold a bad copy,
- * which is then refetched on each read, never served.
+ * by the image's caches. A refetch replaces the bad copy in the source's
+ * RAM and disk caches; one in the pinned metadata region stays, and is
+ * refetched on each read of it, never served.
  */
 #ifndef LSQ_IMAGE_VERIFY_H
 #define LSQ_IMAGE_VERIFY_H

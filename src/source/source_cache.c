@@ -219,17 +219,21 @@ static int cache_read_at(struct lsq_source *src, void *buf, size_t len,
 }
 
 /* Past the pin, RAM and disk to inner; what comes back replaces the disk
- * copy. The RAM and pinned copies stay (readers hold no reference to
- * the pin): a bad one costs a refetch per read of it, never bad bytes,
- * and the image's decompressed caches keep such reads rare. */
+ * copy, and the RAM copy is dropped (the next read loads the good one).
+ * The pinned copy stays (readers hold no reference to the pin): a bad
+ * one costs a refetch per read of it, never bad bytes, and the image's
+ * decompressed caches keep such reads rare. */
 static int cache_refetch(struct lsq_source *src, void *buf, size_t len,
 			 uint64_t offset)
 {
 	struct cache_source *cs = (struct cache_source *)src;
 	int ret = lsq_source_refetch(cs->inner, buf, len, offset);
 
-	if (ret == LSQ_OK)
+	if (ret == LSQ_OK) {
 		persist(cs, buf, len, offset, true);
+		if (cs->ram)
+			lsq_block_cache_drop(cs->ram, offset);
+	}
 	return ret;
 }
 

@@ -325,6 +325,29 @@ static void test_lookup(void)
 	lsq_block_cache_destroy(cache);
 }
 
+/* drop forgets a resident block (the next get loads it again) while a
+ * holder keeps its reference; an absent key is a no-op. */
+static void test_drop(void)
+{
+	struct test_loader tl = { 0 };
+	struct lsq_block_cache *cache = make_cache(1 << 20, 1, &tl);
+	struct lsq_block *a, *b;
+
+	a = get_ok(cache, 5);
+	lsq_block_cache_drop(cache, 5);
+	lsq_block_cache_drop(cache, 6);
+	CHECK_EQ_INT(refs(a), 1);       /* ours only */
+	CHECK_EQ_INT(stats(cache).blocks, 0);
+	CHECK_EQ_INT(stats(cache).bytes, 0);
+	check_block(a, 5);
+	b = get_ok(cache, 5);
+	CHECK(b != a);
+	CHECK_EQ_INT(atomic_load(&tl.calls), 2);
+	lsq_block_put(a);
+	lsq_block_put(b);
+	lsq_block_cache_destroy(cache);
+}
+
 /* Bytes held never exceed the budget, whatever is inserted. */
 static void test_budget(void)
 {
@@ -852,6 +875,7 @@ int main(void)
 	test_create_args();
 	test_hit_miss();
 	test_lookup();
+	test_drop();
 	test_budget();
 	test_lru_order();
 	test_held_block_survives();

@@ -97,6 +97,13 @@ uint64_t lsq_source_run_end(void);
 void lsq_source_hint_speculative(bool on);
 bool lsq_source_speculative(void);
 
+/* Where the bytes of this thread's last lsq_source_read_at() came from,
+ * for messages: a layer that serves the read itself notes it (a cache, a
+ * mirror); NULL when none did (then: the source's name). where must
+ * outlive the source. Thread-local. */
+void lsq_source_note_origin(const char *where);
+const char *lsq_source_origin(void);
+
 /* Destroy a source; NULL is ignored. */
 void lsq_source_destroy(struct lsq_source *src);
 

@@ -256,6 +256,7 @@ int lsq_verifier_read(struct lsq_verifier *v, struct lsq_source *src,
 		      void *buf, size_t len, uint64_t offset)
 {
 	const struct lsq_manifest_entry *e = lsq_manifest_find(&v->m, offset);
+	const char *bad, *fresh;  /* where the two copies came from */
 	int ret;
 
 	if (!e || e->length != len) {
@@ -274,14 +275,17 @@ int lsq_verifier_read(struct lsq_verifier *v, struct lsq_source *src,
 		return LSQ_OK;
 	}
 	atomic_fetch_add_explicit(&v->mismatches, 1, memory_order_relaxed);
+	bad = lsq_source_origin();
 	ret = lsq_source_refetch(src, buf, len, offset);
+	fresh = lsq_source_origin();
 	if (ret == LSQ_OK && matches(e, buf, len)) {
 		atomic_fetch_add_explicit(&v->refetches, 1,
 					  memory_order_relaxed);
 		lsq_log_once(offset ^ (1ull << 63), LSQ_LOG_WARNING,
 			     "%s: unit of %zu bytes at %" PRIu64
-			     " did not match the signed manifest; a fresh copy did",
-			     src->name, len, offset);
+			     " from %s did not match the signed manifest; a fresh copy from %s did",
+			     src->name, len, offset, bad ? bad : src->name,
+			     fresh ? fresh : src->name);
 		return LSQ_OK;
 	}
 	if (ret == LSQ_OK) {
@@ -292,8 +296,9 @@ int lsq_verifier_read(struct lsq_verifier *v, struct lsq_source *src,
 	atomic_fetch_add_explicit(&v->refused, 1, memory_order_relaxed);
 	lsq_log_once(offset, LSQ_LOG_ERROR,
 		     "%s: unit of %zu bytes at %" PRIu64
-		     " does not match the signed manifest (nor did a fresh copy): %s",
-		     src->name, len, offset, lsq_strerror(ret));
+		     " from %s does not match the signed manifest (nor did a fresh copy from %s): %s",
+		     src->name, len, offset, bad ? bad : src->name,
+		     fresh ? fresh : src->name, lsq_strerror(ret));
 	return ret;
 }
 

@@ -17,6 +17,7 @@ int lsq_source_read_at(struct lsq_source *src, void *buf, size_t len,
 		return LSQ_ERR_OUT_OF_BOUNDS;
 	if (len == 0)
 		return LSQ_OK;
+	lsq_source_note_origin(NULL);
 	/* a fetch may wait, and wake us, for long */
 	lsq_long_work_ahead(LSQ_WORK_READ);
 	ret = src->ops->read_at(src, buf, len, offset);
@@ -42,6 +43,7 @@ int lsq_source_refetch(struct lsq_source *src, void *buf, size_t len,
 		return LSQ_ERR_OUT_OF_BOUNDS;
 	if (len == 0)
 		return LSQ_OK;
+	lsq_source_note_origin(NULL);
 	lsq_long_work_ahead(LSQ_WORK_READ);
 	ret = src->ops->refetch(src, buf, len, offset);
 	lsq_long_work_done(LSQ_WORK_READ);
@@ -85,4 +87,16 @@ void lsq_source_hint_speculative(bool on)
 bool lsq_source_speculative(void)
 {
 	return speculative_reads;
+}
+
+static _Thread_local const char *last_origin;
+
+void lsq_source_note_origin(const char *where)
+{
+	last_origin = where;
+}
+
+const char *lsq_source_origin(void)
+{
+	return last_origin;
 }

@@ -47,6 +47,7 @@ struct cache_source {
 	struct lsq_disk_cache *disk;   /* NULL: no cache_dir */
 	char *dir;                     /* cache_dir (NULL: none), its bound */
 	uint64_t dir_bytes;
+	char *disk_origin, *cas_origin;  /* lsq_source_note_origin() */
 	struct lsq_cas_store *cas;     /* NULL: not a signed image */
 	lsq_unit_digest_fn digest_of;  /* set with cas */
 	void *digest_ctx;
@@ -77,12 +78,15 @@ static int persisted_read(struct cache_source *cs, void *buf, size_t len,
 			  uint64_t off)
 {
 	const uint8_t *d = unit_digest(cs, len, off);
+	int ret = LSQ_ERR_NOT_FOUND;
 
 	if (d)
-		return lsq_cas_read(cs->cas, d, buf, len);
-	if (cs->disk)
-		return lsq_disk_cache_read(cs->disk, buf, len, off);
-	return LSQ_ERR_NOT_FOUND;
+		ret = lsq_cas_read(cs->cas, d, buf, len);
+	else if (cs->disk)
+		ret = lsq_disk_cache_read(cs->disk, buf, len, off);
+	if (ret == LSQ_OK)
+		lsq_source_note_origin(d ? cs->cas_origin : cs->disk_origin);
+	return ret;
 }
 
 /* replace: the stored copy failed its digest (a refetch) */
@@ -193,11 +197,14 @@ static int cache_read_at(struct lsq_source *src, void *buf, size_t len,
 		}
 		if (blk && in_pin(cs, len, offset)) {
 			memcpy(buf, blk->data + (offset - cs->pin_off), len);
+			lsq_source_note_origin("the pinned metadata region");
 			return LSQ_OK;
 		}
 	}
 	if (!cs->ram || len > CACHE_MAX_RANGE)
 		return load_range(cs, buf, len, offset);
+	/* a load on this thread notes its own origin instead */
+	lsq_source_note_origin("block_cache");
 	ret = lsq_block_cache_get_with(cs->ram, offset, ram_loader, &rl, &blk);
 	if (ret)
 		return ret;
@@ -394,6 +401,8 @@ static void cache_destroy(struct lsq_source *src)
 	lsq_disk_cache_close(cs->disk);
 	lsq_cas_close(cs->cas);
 	free(cs->dir);
+	free(cs->disk_origin);
+	free(cs->cas_origin);
 	lsq_block_put(atomic_load(&cs->pin));
 	lsq_source_destroy(cs->inner);
 	pthread_mutex_destroy(&cs->pin_mu);
@@ -450,6 +459,10 @@ int lsq_source_cache_wrap(struct lsq_source *inner,
 	if (opt->dir && opt->dir_bytes) {
 		cs->dir = strdup(opt->dir);
 		cs->dir_bytes = opt->dir_bytes;
+		if (asprintf(&cs->disk_origin, "cache_dir %s", opt->dir) < 0)
+			cs->disk_origin = NULL;
+		if (asprintf(&cs->cas_origin, "cache_dir %s/cas", opt->dir) < 0)
+			cs->cas_origin = NULL;
 		if (!inner->identity)
 			snprintf(warn, warnlen,
 				 "cache_dir: %s has no ETag or Last-Modified, so a changed image could not be told apart; running without the persistent cache",

@@ -184,8 +184,10 @@ def test_damaged_unit_is_fetched_again(versions, mounts, tmp_path):
     assert m.stop() == []
     assert st["verify_mismatches"] >= 1 and st["verify_refetches"] >= 1
     assert st["verify_refused"] == 0
-    assert re.search(r"at %d did not match the signed manifest; a fresh "
-                     r"copy did" % flipped[0], log), log
+    # one line: the offset, where the bad copy came from, where the good
+    assert re.search(r"at %d from cache_dir %s/cas did not match the signed "
+                     r"manifest; a fresh copy from http://127\.0\.0\.1:\d+/"
+                     r"v1\.sqfs did" % (flipped[0], cache), log), log
     # both were fetched again, and stored again whole
     ranges = [e["range"] for e in srv.entries()]
     for off, length, _, digest in (flipped, truncated):

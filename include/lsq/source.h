@@ -178,6 +178,15 @@ int lsq_source_cache_use_digests(struct lsq_source *src,
 				 lsq_unit_digest_fn digest_of, void *ctx,
 				 char *warn, size_t warnlen);
 
+/* Whether a caching layer's shared store holds the unit [offset,
+ * offset+len) (lsq_source_cache_use_digests), so reading ahead over it
+ * would fetch bytes already on disk. false for any other source. Cheap:
+ * no I/O. Thread-safe. */
+bool lsq_source_cache_holds(struct lsq_source *src, uint64_t offset,
+			    size_t len);
+/* Whether src has such a store at all (the answer above can be true). */
+bool lsq_source_cache_shares_units(const struct lsq_source *src);
+
 /* One unit the image reads as a whole: a data block, a fragment block. */
 struct lsq_extent {
 	uint64_t offset;

@@ -350,6 +350,18 @@ void lsq_cas_write(struct lsq_cas_store *cas,
 	pthread_mutex_unlock(&sh->mu);
 }
 
+bool lsq_cas_holds(struct lsq_cas_store *cas,
+		   const uint8_t digest[LSQ_CAS_DIGEST_SIZE])
+{
+	struct lsq_clock_shard *sh = shard_of(cas, digest);
+	bool clash, held;
+
+	pthread_mutex_lock(&sh->mu);
+	held = find(sh, digest, &clash) != NULL;
+	pthread_mutex_unlock(&sh->mu);
+	return held;
+}
+
 void lsq_cas_get_stats(struct lsq_cas_store *cas, struct lsq_cas_stats *out)
 {
 	memset(out, 0, sizeof(*out));

@@ -56,6 +56,11 @@ void lsq_cas_write(struct lsq_cas_store *cas,
 		   const uint8_t digest[LSQ_CAS_DIGEST_SIZE], const void *buf,
 		   size_t len, bool replace);
 
+/* Whether the store holds a unit of that digest, as this daemon knows it
+ * (its index, no I/O): for readahead that should not fetch it. */
+bool lsq_cas_holds(struct lsq_cas_store *cas,
+		   const uint8_t digest[LSQ_CAS_DIGEST_SIZE]);
+
 void lsq_cas_get_stats(struct lsq_cas_store *cas, struct lsq_cas_stats *out);
 
 /* NULL is ignored. No read or write may be in progress. */

@@ -161,7 +161,8 @@ static uint32_t fragment_ahead(struct lsq_image *img, uint32_t index)
  * 'ahead' fragment blocks adjacent to it in the image (packers write them
  * in index order, next to each other when no file's data blocks came in
  * between). A source may read ahead over those, but not into the data
- * blocks of other files. */
+ * blocks of other files, nor over a block the caching layer's shared
+ * store holds (another version of the image fetched it). */
 static uint64_t fragment_run_end(struct lsq_image *img, uint32_t index,
 				 uint64_t start, uint32_t size_word,
 				 uint32_t ahead)
@@ -174,7 +175,9 @@ static uint64_t fragment_run_end(struct lsq_image *img, uint32_t index,
 
 		if (next >= img->frag_table.count ||
 		    lsq_lookup_table_read(img, &img->frag_table, next, e) ||
-		    lsq_le64(e) != end)
+		    lsq_le64(e) != end ||
+		    lsq_source_cache_holds(img->src, end,
+				SQUASHFS_BLOCK_ONDISK_SIZE(lsq_le32(e + 8))))
 			break;
 		end += SQUASHFS_BLOCK_ONDISK_SIZE(lsq_le32(e + 8));
 	}
@@ -415,6 +418,24 @@ static int words_next(struct lsq_image *img, struct size_words *sw,
 	return LSQ_OK;
 }
 
+/* The run-end hint of the data block at pos: the end of the blocks of the
+ * file buffered after it, up to the first one the caching layer's shared
+ * store holds (another version of the image fetched it). */
+static uint64_t data_run_end(struct lsq_image *img,
+			     const struct size_words *sw, uint64_t pos)
+{
+	if (!lsq_source_cache_shares_units(img->src))
+		return pos + sw->ahead_bytes;
+	for (uint32_t i = 0; i < sw->count; i++) {
+		uint32_t size = SQUASHFS_BLOCK_ONDISK_SIZE(sw->w[sw->head + i]);
+
+		if (size && lsq_source_cache_holds(img->src, pos, size))
+			break;
+		pos += size;
+	}
+	return pos;
+}
+
 static int short_block(struct lsq_image *img, const struct lsq_inode *file,
 		       uint32_t index, uint64_t data_offset, size_t got,
 		       uint64_t want)
@@ -525,10 +546,9 @@ static int read_blocks(struct lsq_image *img, const struct lsq_inode *file,
 				memset(dst, 0, n); /* sparse block */
 			} else {
 				if (sw.lookahead)
-					lsq_source_hint_run_end(
-						data_offset +
-						SQUASHFS_BLOCK_ONDISK_SIZE(word) +
-						sw.ahead_bytes);
+					lsq_source_hint_run_end(data_run_end(
+						img, &sw, data_offset +
+						SQUASHFS_BLOCK_ONDISK_SIZE(word)));
 				ret = read_data_block(img, file, index,
 						      data_offset, word,
 						      block_len, dst,

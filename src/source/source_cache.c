@@ -548,6 +548,24 @@ int lsq_source_cache_use_digests(struct lsq_source *src,
 	return LSQ_OK;
 }
 
+bool lsq_source_cache_holds(struct lsq_source *src, uint64_t offset,
+			    size_t len)
+{
+	struct cache_source *cs = (struct cache_source *)src;
+	const uint8_t *d;
+
+	if (src->ops != &cache_ops || !cs->cas)
+		return false;
+	d = unit_digest(cs, len, offset);
+	return d && lsq_cas_holds(cs->cas, d);
+}
+
+bool lsq_source_cache_shares_units(const struct lsq_source *src)
+{
+	return src->ops == &cache_ops &&
+	       ((const struct cache_source *)src)->cas != NULL;
+}
+
 const struct lsq_source *lsq_source_unwrap(const struct lsq_source *src)
 {
 	if (src->ops == &cache_ops)

@@ -149,14 +149,14 @@ def test_v2_fetches_only_what_v1_lacks(versions, mounts, tmp_path):
     assert reused > new          # the trees share most of their blocks
     assert st2["cas_hits"] > 0
     assert fetched <= 1.3 * (new + meta), (fetched, new, meta, requests)
-    # what was reused mostly stayed off the network: the open's first
-    # read (64 KiB) and readahead next to new units fetch a few
+    # what was reused stayed off the network, but for what the open's
+    # first read (64 KiB) covers: readahead stops at units the store holds
     ranges = [_range(e["range"]) for e in srv.entries()
               if e["uri"].endswith("/v2.sqfs") and e["range"]]
     refetched = sum(u[1] for u in data_units if u[3] in v1 and
                     any(s <= u[0] and u[0] + u[1] - 1 <= e
                         for s, e in ranges))
-    assert refetched <= 0.1 * reused, (refetched, reused)
+    assert refetched <= 65536, (refetched, reused)
 
 
 def test_damaged_unit_is_fetched_again(versions, mounts, tmp_path):

@@ -39,6 +39,9 @@ struct lsq_cas_store {
 	atomic_uint_least64_t hits, misses, writes, evictions;
 	atomic_uint_least64_t tmp_seq;
 	atomic_bool disabled;            /* a store failed: stop storing */
+	pthread_t scanner;               /* indexes what open found */
+	bool scanning;                   /* scanner was started */
+	atomic_bool stop;                /* close: the scanner ends early */
 };
 
 static const char hexdig[] = "0123456789abcdef";
@@ -137,8 +140,9 @@ static void unlink_victims(struct lsq_cas_store *cas,
 	}
 }
 
-/* Index a unit found on disk (budget permitting). */
-static void adopt(struct lsq_cas_store *cas, const uint8_t *d, uint64_t len)
+/* Index a unit found on disk (budget permitting); used: just read. */
+static void adopt(struct lsq_cas_store *cas, const uint8_t *d, uint64_t len,
+		  bool used)
 {
 	struct lsq_clock_shard *sh = shard_of(cas, d);
 	struct lsq_clock_node *victims = NULL;
@@ -150,7 +154,7 @@ static void adopt(struct lsq_cas_store *cas, const uint8_t *d, uint64_t len)
 	memcpy(e->digest, d, LSQ_CAS_DIGEST_SIZE);
 	e->node.key = lsq_le64(d);
 	e->node.charge = charge_of(len);
-	e->node.referenced = true;
+	e->node.referenced = used;
 	pthread_mutex_lock(&sh->mu);
 	if (find(sh, d, &clash) || clash || e->node.charge > sh->budget) {
 		pthread_mutex_unlock(&sh->mu);
@@ -234,7 +238,7 @@ int lsq_cas_read(struct lsq_cas_store *cas,
 	}
 	pthread_mutex_unlock(&sh->mu);
 	if (!known && !clash)  /* stored by another daemon since open */
-		adopt(cas, digest, len);
+		adopt(cas, digest, len, true);
 	atomic_fetch_add_explicit(&cas->hits, 1, memory_order_relaxed);
 	return LSQ_OK;
 }
@@ -261,6 +265,14 @@ static int write_file(struct lsq_cas_store *cas, const char *name,
 		 (unsigned long long)atomic_fetch_add(&cas->tmp_seq, 1));
 	fd = openat(cas->dir_fd, tmp,
 		    O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0 && errno == ENOENT) {  /* the first unit of XX */
+		char sub[3] = { name[0], name[1], '\0' };
+
+		if (mkdirat(cas->dir_fd, sub, 0700) == 0 || errno == EEXIST)
+			fd = openat(cas->dir_fd, tmp,
+				    O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC |
+				    O_NOFOLLOW, 0600);
+	}
 	if (fd < 0)
 		return LSQ_ERR_IO;
 	while (left) {
@@ -378,9 +390,9 @@ void lsq_cas_get_stats(struct lsq_cas_store *cas, struct lsq_cas_stats *out)
 
 /* ---- open: index what the store holds ---- */
 
-/* One subdirectory (created if missing): index its units, remove what a
- * crashed writer left. */
-static int scan_subdir(struct lsq_cas_store *cas, unsigned first, time_t now)
+/* One subdirectory, if any: index its units, remove what a crashed
+ * writer left. */
+static void scan_subdir(struct lsq_cas_store *cas, unsigned first, time_t now)
 {
 	char sub[3] = { hexdig[first >> 4], hexdig[first & 15], '\0' };
 	uint8_t d[LSQ_CAS_DIGEST_SIZE];
@@ -388,21 +400,20 @@ static int scan_subdir(struct lsq_cas_store *cas, unsigned first, time_t now)
 	DIR *dir;
 	int fd;
 
-	if (mkdirat(cas->dir_fd, sub, 0700) < 0 && errno != EEXIST)
-		return LSQ_ERR_IO;
 	fd = openat(cas->dir_fd, sub,
 		    O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
-		return LSQ_ERR_IO;
+		return;
 	dir = fdopendir(fd);
 	if (!dir) {
 		close(fd);
-		return LSQ_ERR_IO;
+		return;
 	}
-	while ((de = readdir(dir)) != NULL) {
+	while ((de = readdir(dir)) != NULL && !atomic_load(&cas->stop)) {
 		struct stat st;
 
-		if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		if ((de->d_type != DT_REG && de->d_type != DT_UNKNOWN) ||
+		    fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
 		    !S_ISREG(st.st_mode))
 			continue;
 		if (strncmp(de->d_name, ".tmp.", 5) == 0) {
@@ -410,20 +421,33 @@ static int scan_subdir(struct lsq_cas_store *cas, unsigned first, time_t now)
 				(void)unlinkat(fd, de->d_name, 0);
 		} else if (digest_of_name(first, de->d_name, d)) {
 			if (st.st_size > 0)
-				adopt(cas, d, (uint64_t)st.st_size);
+				adopt(cas, d, (uint64_t)st.st_size, false);
 			else  /* a crash between create and write */
 				(void)unlinkat(fd, de->d_name, 0);
 		}
 	}
 	closedir(dir);
-	return LSQ_OK;
+}
+
+/* Listing a store of many units takes seconds with a cold dentry cache
+ * (50,000 files: 2.3 s here): the mount must not wait for it. Reads open
+ * files by name and need no index; stores and evictions work on what is
+ * indexed so far, and a smaller budget than last time is reached as the
+ * scan adopts the files. */
+static void *scanner(void *arg)
+{
+	struct lsq_cas_store *cas = arg;
+	time_t now = time(NULL);
+
+	for (unsigned i = 0; i < 256 && !atomic_load(&cas->stop); i++)
+		scan_subdir(cas, i, now);
+	return NULL;
 }
 
 int lsq_cas_open(const char *dir, uint64_t budget, struct lsq_cas_store **out,
 		 char *err, size_t errlen)
 {
 	struct lsq_cas_store *cas;
-	time_t now = time(NULL);
 
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
 		snprintf(err, errlen, "cache_dir %s: %s", dir, strerror(errno));
@@ -447,10 +471,10 @@ int lsq_cas_open(const char *dir, uint64_t budget, struct lsq_cas_store **out,
 			   O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (cas->dir_fd < 0)
 		goto fail;
-	for (unsigned i = 0; i < 256; i++)
-		if (scan_subdir(cas, i, now) != LSQ_OK)
-			goto fail;
-	/* a smaller budget than last time: the scan evicted down to it */
+	if (pthread_create(&cas->scanner, NULL, scanner, cas) == 0)
+		cas->scanning = true;
+	else
+		scanner(cas);
 	*out = cas;
 	return LSQ_OK;
 fail:
@@ -459,10 +483,20 @@ fail:
 	return LSQ_ERR_IO;
 }
 
+void lsq_cas_wait_indexed(struct lsq_cas_store *cas)
+{
+	if (cas->scanning) {
+		pthread_join(cas->scanner, NULL);
+		cas->scanning = false;
+	}
+}
+
 void lsq_cas_close(struct lsq_cas_store *cas)
 {
 	if (!cas)
 		return;
+	atomic_store(&cas->stop, true);
+	lsq_cas_wait_indexed(cas);
 	for (unsigned i = 0; i < CAS_SHARDS; i++) {
 		struct lsq_clock_shard *sh = &cas->shards[i];
 

@@ -15,7 +15,9 @@
  *
  * The budget is kept per daemon, over the files it found at open and the
  * ones it stored or read since (CLOCK). Files another daemon adds meanwhile
- * count from the next open or the first read of them.
+ * count from the next open or the first read of them. What open finds is
+ * indexed by a thread of the store's, so a large store does not delay
+ * the mount.
  *
  * Thread-safe; no lock is held across file I/O.
  */
@@ -39,10 +41,14 @@ struct lsq_cas_stats {
 };
 
 /* Open (creating dir and dir/cas with mode 0700 if needed) the store of
- * cache_dir dir, bounded by budget bytes, and index what it holds. On
- * failure an lsq_err and one line in err. */
+ * cache_dir dir, bounded by budget bytes, and start indexing what it
+ * holds (removing what crashed writers left). On failure an lsq_err and
+ * one line in err. */
 int lsq_cas_open(const char *dir, uint64_t budget, struct lsq_cas_store **out,
 		 char *err, size_t errlen);
+
+/* Wait until what the store held at open is indexed (tests). */
+void lsq_cas_wait_indexed(struct lsq_cas_store *cas);
 
 /* LSQ_OK and len bytes in buf when a unit of that digest and length is
  * stored; LSQ_ERR_NOT_FOUND otherwise. */

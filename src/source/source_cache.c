@@ -532,19 +532,19 @@ int lsq_source_cache_use_digests(struct lsq_source *src,
 				 char *warn, size_t warnlen)
 {
 	struct cache_source *cs = (struct cache_source *)src;
+	struct lsq_cas_store *cas;
 	int ret;
 
 	if (warnlen)
 		warn[0] = '\0';
 	if (src->ops != &cache_ops || !cs->dir || cs->cas)
 		return LSQ_OK;
-	ret = lsq_cas_open(cs->dir, cs->dir_bytes, &cs->cas, warn, warnlen);
-	if (ret != LSQ_OK) {
-		cs->cas = NULL;
+	ret = lsq_cas_open(cs->dir, cs->dir_bytes, &cas, warn, warnlen);
+	if (ret != LSQ_OK)
 		return ret;
-	}
 	cs->digest_of = digest_of;
 	cs->digest_ctx = ctx;
+	cs->cas = cas;  /* last: unit_digest() takes cas as the sign */
 	return LSQ_OK;
 }
 

@@ -329,17 +329,59 @@ bool lsq_http_s3_refused(const struct xfer *x)
 		strcmp(x->s3_code, "TokenRefreshRequired") == 0);
 }
 
+/* The server refused a URL from -o url_command= (401 or 403: expired,
+ * or used up): true when the caller should try again with a new one;
+ * otherwise the command's reason is added to x->why. */
+bool lsq_http_url_renew(struct xfer *x)
+{
+	char why[320];
+	size_t n;
+
+	if (!x->url_gen || (x->status != 401 && x->status != 403))
+		return false;
+	if (lsq_url_renewer_refused(x->hs->renewer, x->url_gen, why,
+				    sizeof(why)) == LSQ_OK)
+		return true;
+	n = strlen(x->why);
+	snprintf(x->why + n, sizeof(x->why) - n, "; %s", why);
+	return false;
+}
+
+/* The URL of mirror m for one request: with -o url_command= the
+ * renewer's current one (x->url_gen set; *owned to be wiped and freed
+ * after curl_easy_setopt, which copies it), else the mirror's. NULL with
+ * x's verdict set when the command gave no URL. */
+static const char *request_url(struct xfer *x, char **owned)
+{
+	char why[320];
+
+	*owned = NULL;
+	if (!x->hs->renewer || x->m != &x->hs->mirrors[0])
+		return x->m->url;
+	if (lsq_url_renewer_get(x->hs->renewer, owned, &x->url_gen, why,
+				sizeof(why))) {
+		lsq_http_set_verdict(x, V_FATAL, "%s", why);
+		return NULL;
+	}
+	return *owned;
+}
+
 /* One GET of [x->off, x->off + x->want) from mirror m into x->buf. */
 void lsq_http_transfer(struct xfer *x, const struct curl_slist *headers)
 {
 	struct http_source *hs = x->hs;
 	struct curl_slist *signed_headers = NULL;
 	struct handle *h;
-	char range[64];
+	char range[64], *url_copy;
+	const char *url;
 	CURLcode rc;
 
+	url = request_url(x, &url_copy);
+	if (!url)
+		return;
 	h = acquire_handle(hs);
 	if (!h) {
+		lsq_url_command_free(url_copy);
 		lsq_http_set_verdict(x, V_RETRY, "out of memory for a "
 				     "connection");
 		return;
@@ -347,7 +389,8 @@ void lsq_http_transfer(struct xfer *x, const struct curl_slist *headers)
 	snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, x->off,
 		 x->off + x->want - 1);
 	h->errbuf[0] = '\0';
-	curl_easy_setopt(h->curl, CURLOPT_URL, x->m->url);
+	curl_easy_setopt(h->curl, CURLOPT_URL, url);
+	lsq_url_command_free(url_copy);
 	curl_easy_setopt(h->curl, CURLOPT_RANGE, range);
 	if (hs->s3) {
 		signed_headers = s3_sign(hs, h->curl, headers, &x->s3_gen);
@@ -468,7 +511,8 @@ int lsq_http_fetch(struct http_source *hs, uint8_t *buf, size_t len,
 	enum verdict last = V_RETRY;
 	bool reloaded = false;
 	struct xfer x;
-	char why[256] = "";
+	bool renewed = false;
+	char why[sizeof(x.why)] = "";
 	const char *url = hs->mirrors[0].shown;
 
 	for (unsigned attempt = 0; attempt < tries; attempt++) {
@@ -505,6 +549,11 @@ int lsq_http_fetch(struct http_source *hs, uint8_t *buf, size_t len,
 		    lsq_http_s3_reload(hs, x.s3_gen)) {
 			reloaded = true;
 			attempt--;  /* new credentials: not a retry */
+			continue;
+		}
+		if (!renewed && lsq_http_url_renew(&x)) {
+			renewed = true;
+			attempt--;  /* a new URL: not a retry */
 			continue;
 		}
 		if (x.retry_after > 0)

@@ -153,6 +153,10 @@ struct http_source {
 	pthread_mutex_t s3_mu;
 	struct lsq_s3_creds s3_creds;  /* protected by s3_mu */
 	unsigned s3_gen;               /* protected by s3_mu; +1 per reload */
+	/* CLOCK_MONOTONIC ns of the next look at the credentials file (at
+	 * most one a second: a rotation is taken up before the server
+	 * refuses the old credentials) */
+	atomic_uint_least64_t s3_next_look_ns;
 
 	/* -o url_command=: mirrors[0].url only names the image; every
 	 * request goes to the renewer's current URL */
@@ -219,7 +223,8 @@ void lsq_http_transfer(struct xfer *x, const struct curl_slist *headers);
 int lsq_http_fetch(struct http_source *hs, uint8_t *buf, size_t len,
 		   uint64_t off, bool speculative);
 bool lsq_http_s3_refused(const struct xfer *x);
-bool lsq_http_s3_reload(struct http_source *hs, unsigned gen);
+bool lsq_http_s3_reload(struct http_source *hs, unsigned gen,
+			const char *why);
 bool lsq_http_url_renew(struct xfer *x);
 
 /* ---- http_engine.c: the multi-handle thread (HTTP/2) ---- */

@@ -197,6 +197,99 @@ static void sample_timing(struct http_source *hs, CURL *curl, size_t bytes)
 				  bytes, (uint64_t)(total - first) * 1000u);
 }
 
+/* Read the credentials of generation gen again and take them if they
+ * differ: the server refused them (403, or S3's 400 for an expired
+ * token), or their file changed or their expiry is near (why says which,
+ * for messages). The file is read with no lock held (readers signing
+ * meanwhile must not wait on a disk); when two readers do it at once, the
+ * first to finish installs its copy and the other sees the new
+ * generation. True when the caller should try again with the current
+ * credentials. */
+bool lsq_http_s3_reload(struct http_source *hs, unsigned gen,
+			const char *why)
+{
+	struct lsq_s3_creds fresh = { 0 };
+	char err[512] = "", from[sizeof(fresh.from)];
+	bool changed = false, newer;
+
+	pthread_mutex_lock(&hs->s3_mu);
+	newer = hs->s3_gen != gen;
+	pthread_mutex_unlock(&hs->s3_mu);
+	if (newer)
+		return true;
+	if (lsq_s3_creds_load(&hs->s3_where, &fresh, err, sizeof(err))) {
+		lsq_warn("%s: %s, and the credentials could not be read "
+			 "again: %s", hs->base.name, why, err);
+		return false;
+	}
+	pthread_mutex_lock(&hs->s3_mu);
+	newer = hs->s3_gen != gen;
+	if (!newer && !lsq_s3_creds_equal(&fresh, &hs->s3_creds)) {
+		lsq_s3_creds_clear(&hs->s3_creds);
+		hs->s3_creds = fresh;  /* moved: fresh is not cleared below */
+		memset(&fresh, 0, sizeof(fresh));
+		hs->s3_gen++;
+		memcpy(from, hs->s3_creds.from, sizeof(from));
+		changed = true;
+	} else if (!newer) {
+		/* the same keys: remember the file as it is now, or it
+		 * would look changed at every look */
+		hs->s3_creds.stamp = fresh.stamp;
+		hs->s3_creds.expires = fresh.expires;
+	}
+	pthread_mutex_unlock(&hs->s3_mu);
+	lsq_s3_creds_clear(&fresh);
+	if (changed)
+		lsq_info("%s: %s; using the credentials read again from %s",
+			 hs->base.name, why, from);
+	return changed || newer;
+}
+
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Before signing: at most once a second, one thread looks whether the
+ * credentials file was rewritten (a rotator's new keys) or the
+ * credentials expire within LSQ_S3_RENEW_BEFORE_S, and reads it again
+ * then, so the old keys are not used until the server refuses them. The
+ * stat() runs without s3_mu held. */
+static void s3_look_ahead(struct http_source *hs)
+{
+	uint64_t now = monotonic_ns(), next = atomic_load(&hs->s3_next_look_ns);
+	struct lsq_s3_file_stamp stamp;
+	int64_t expires;
+	char *file = NULL;
+	unsigned gen;
+	bool stale;
+
+	if (now < next || !atomic_compare_exchange_strong(
+				  &hs->s3_next_look_ns, &next, now + 1000000000u))
+		return;
+	pthread_mutex_lock(&hs->s3_mu);
+	if (hs->s3_creds.file)
+		file = strdup(hs->s3_creds.file);
+	stamp = hs->s3_creds.stamp;
+	expires = hs->s3_creds.expires;
+	gen = hs->s3_gen;
+	pthread_mutex_unlock(&hs->s3_mu);
+	if (!file)
+		return;
+	stale = lsq_s3_creds_stale(file, &stamp, expires, (int64_t)time(NULL));
+	free(file);
+	if (stale && !lsq_http_s3_reload(hs, gen, expires && (int64_t)time(NULL)
+					 >= expires - LSQ_S3_RENEW_BEFORE_S
+					 ? "the credentials expire soon"
+					 : "the credentials file changed"))
+		/* unreadable (a rotator half-way?): look again later, and
+		 * warn no more than every 10 s */
+		atomic_store(&hs->s3_next_look_ns, now + 10000000000u);
+}
+
 /* An S3 request: libcurl signs it (Signature Version 4) with the current
  * credentials. We add x-amz-content-sha256 ourselves (libcurl 7.88 does
  * not, and S3 requires it; UNSIGNED-PAYLOAD for a GET) and the session
@@ -211,6 +304,7 @@ static struct curl_slist *s3_sign(struct http_source *hs, CURL *curl,
 	char *token = NULL;
 	bool ok = true;
 
+	s3_look_ahead(hs);
 	for (; headers; headers = headers->next) {
 		n = curl_slist_append(list, headers->data);
 		if (!n)
@@ -251,47 +345,6 @@ static struct curl_slist *s3_sign(struct http_source *hs, CURL *curl,
 fail:
 	curl_slist_free_all(list);
 	return NULL;
-}
-
-/* The server refused the credentials of generation gen (403, or S3's
- * 400 for an expired token): temporary ones may have been renewed where
- * we found them. Read them again and take them if they differ. The file
- * is read with no lock held (readers signing meanwhile must not wait on
- * a disk); when two readers do it at once, the first to finish installs
- * its copy and the other sees the new generation. True when the caller
- * should try again with the current credentials. */
-bool lsq_http_s3_reload(struct http_source *hs, unsigned gen)
-{
-	struct lsq_s3_creds fresh = { 0 };
-	char err[512] = "", from[sizeof(fresh.from)];
-	bool changed = false, newer;
-
-	pthread_mutex_lock(&hs->s3_mu);
-	newer = hs->s3_gen != gen;
-	pthread_mutex_unlock(&hs->s3_mu);
-	if (newer)
-		return true;
-	if (lsq_s3_creds_load(&hs->s3_where, &fresh, err, sizeof(err))) {
-		lsq_warn("%s: access refused, and the credentials could not "
-			 "be read again: %s", hs->base.name, err);
-		return false;
-	}
-	pthread_mutex_lock(&hs->s3_mu);
-	newer = hs->s3_gen != gen;
-	if (!newer && !lsq_s3_creds_equal(&fresh, &hs->s3_creds)) {
-		lsq_s3_creds_clear(&hs->s3_creds);
-		hs->s3_creds = fresh;  /* moved: fresh is not cleared below */
-		memset(&fresh, 0, sizeof(fresh));
-		hs->s3_gen++;
-		memcpy(from, hs->s3_creds.from, sizeof(from));
-		changed = true;
-	}
-	pthread_mutex_unlock(&hs->s3_mu);
-	lsq_s3_creds_clear(&fresh);
-	if (changed)
-		lsq_info("%s: access refused; using the credentials read "
-			 "again from %s", hs->base.name, from);
-	return changed || newer;
 }
 
 /* The Code of an S3 error document, letters and digits only (it goes
@@ -474,14 +527,6 @@ double lsq_http_backoff(struct http_source *hs, unsigned attempt,
 	return d;
 }
 
-static uint64_t monotonic_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static double seconds_until(uint64_t when_ns)
 {
 	uint64_t now = monotonic_ns();
@@ -546,7 +591,7 @@ int lsq_http_fetch(struct http_source *hs, uint8_t *buf, size_t len,
 			return LSQ_ERR_REMOTE_CHANGED;
 		}
 		if (lsq_http_s3_refused(&x) && !reloaded &&
-		    lsq_http_s3_reload(hs, x.s3_gen)) {
+		    lsq_http_s3_reload(hs, x.s3_gen, "access refused")) {
 			reloaded = true;
 			attempt--;  /* new credentials: not a retry */
 			continue;

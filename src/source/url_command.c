@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/iso8601.h"
 #include "common/log.h"
 #include "lsq/error.h"
 #include "source/url_command.h"
@@ -345,21 +346,6 @@ out:
 
 /* ---- expiry ---- */
 
-/* Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
- * days_from_civil); timegm() without the time zone machinery. */
-static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
-{
-	int64_t era;
-	unsigned yoe, doy, doe;
-
-	y -= m <= 2;
-	era = (y >= 0 ? y : y - 399) / 400;
-	yoe = (unsigned)(y - era * 400);
-	doy = (153 * (m + (m > 2 ? (unsigned)-3 : 9)) + 2) / 5 + d - 1;
-	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-	return era * 146097 + (int64_t)doe - 719468;
-}
-
 /* n decimal digits at s. */
 static bool digits(const char *s, int n, int *out)
 {
@@ -374,49 +360,6 @@ static bool digits(const char *s, int n, int *out)
 	return true;
 }
 
-static bool civil_ok(int mo, int d, int h, int mi, int se)
-{
-	return mo >= 1 && mo <= 12 && d >= 1 && d <= 31 && h <= 23 &&
-	       mi <= 59 && se <= 60;
-}
-
-static int64_t to_unix(int y, int mo, int d, int h, int mi, int se)
-{
-	return days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 +
-	       h * 3600 + mi * 60 + se;
-}
-
-int lsq_parse_iso8601(const char *s, int64_t *out)
-{
-	int y, mo, d, h, mi, se, oh = 0, om = 0;
-	int64_t t;
-
-	if (!digits(s, 4, &y) || s[4] != '-' || !digits(s + 5, 2, &mo) ||
-	    s[7] != '-' || !digits(s + 8, 2, &d) ||
-	    (s[10] != 'T' && s[10] != 't' && s[10] != ' ') ||
-	    !digits(s + 11, 2, &h) || s[13] != ':' ||
-	    !digits(s + 14, 2, &mi) || s[16] != ':' ||
-	    !digits(s + 17, 2, &se) || !civil_ok(mo, d, h, mi, se))
-		return -1;
-	s += 19;
-	if (*s == '.')
-		for (s++; *s >= '0' && *s <= '9'; s++)
-			;
-	t = to_unix(y, mo, d, h, mi, se);
-	if ((*s == 'Z' || *s == 'z') && !s[1]) {
-		*out = t;
-		return 0;
-	}
-	if ((*s != '+' && *s != '-') || !digits(s + 1, 2, &oh))
-		return -1;
-	if (s[3] == ':' ? !digits(s + 4, 2, &om) || s[6]
-			: s[3] && (!digits(s + 3, 2, &om) || s[5]))
-		return -1;
-	t += (*s == '+' ? -1 : 1) * (int64_t)(oh * 3600 + om * 60);
-	*out = t;
-	return 0;
-}
-
 /* "YYYYMMDDTHHMMSSZ", as X-Amz-Date and X-Goog-Date have it. */
 static int parse_basic_date(const char *s, size_t len, int64_t *out)
 {
@@ -425,9 +368,8 @@ static int parse_basic_date(const char *s, size_t len, int64_t *out)
 	if (len != 16 || !digits(s, 4, &y) || !digits(s + 4, 2, &mo) ||
 	    !digits(s + 6, 2, &d) || s[8] != 'T' || !digits(s + 9, 2, &h) ||
 	    !digits(s + 11, 2, &mi) || !digits(s + 13, 2, &se) ||
-	    s[15] != 'Z' || !civil_ok(mo, d, h, mi, se))
+	    s[15] != 'Z' || !lsq_utc_to_unix(y, mo, d, h, mi, se, out))
 		return -1;
-	*out = to_unix(y, mo, d, h, mi, se);
 	return 0;
 }
 

@@ -51,10 +51,6 @@ int lsq_url_expiry(const char *url, int64_t *expires, int64_t *issued);
  * is left, but at least min(60 s, half the lifetime) before the end. */
 int64_t lsq_url_renew_at(int64_t expires, int64_t issued, int64_t now);
 
-/* ISO-8601 "YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM|+HHMM|-...)" (or a space
- * for T) as Unix time; the form credential tools write. 0 or -1. */
-int lsq_parse_iso8601(const char *s, int64_t *out);
-
 /* The current URL of an image and its renewal. */
 struct lsq_url_renewer;
 

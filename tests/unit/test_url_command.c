@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/iso8601.h"
 #include "harness/check.h"
 #include "lsq/error.h"
 #include "source/url_command.h"

@@ -223,8 +223,8 @@ void lsq_http_transfer(struct xfer *x, const struct curl_slist *headers);
 int lsq_http_fetch(struct http_source *hs, uint8_t *buf, size_t len,
 		   uint64_t off, bool speculative);
 bool lsq_http_s3_refused(const struct xfer *x);
-bool lsq_http_s3_reload(struct http_source *hs, unsigned gen,
-			const char *why);
+int lsq_http_s3_reload(struct http_source *hs, unsigned gen,
+		       const char *why);
 bool lsq_http_url_renew(struct xfer *x);
 
 /* ---- http_engine.c: the multi-handle thread (HTTP/2) ---- */

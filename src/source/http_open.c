@@ -239,7 +239,7 @@ static int probe(struct http_source *hs, struct mirror *m, uint8_t *buf,
 			break;
 		}
 		if (lsq_http_s3_refused(&x) && !reloaded &&
-		    lsq_http_s3_reload(hs, x.s3_gen, "access refused")) {
+		    lsq_http_s3_reload(hs, x.s3_gen, "access refused") > 0) {
 			reloaded = true;
 			attempt--;  /* new credentials: not a retry */
 			continue;

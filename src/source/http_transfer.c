@@ -203,10 +203,10 @@ static void sample_timing(struct http_source *hs, CURL *curl, size_t bytes)
  * for messages). The file is read with no lock held (readers signing
  * meanwhile must not wait on a disk); when two readers do it at once, the
  * first to finish installs its copy and the other sees the new
- * generation. True when the caller should try again with the current
- * credentials. */
-bool lsq_http_s3_reload(struct http_source *hs, unsigned gen,
-			const char *why)
+ * generation. 1 when there are newer credentials than gen's (the caller
+ * may try again with them), 0 when they are the same, -1 when they could
+ * not be read (logged). */
+int lsq_http_s3_reload(struct http_source *hs, unsigned gen, const char *why)
 {
 	struct lsq_s3_creds fresh = { 0 };
 	char err[512] = "", from[sizeof(fresh.from)];
@@ -216,11 +216,11 @@ bool lsq_http_s3_reload(struct http_source *hs, unsigned gen,
 	newer = hs->s3_gen != gen;
 	pthread_mutex_unlock(&hs->s3_mu);
 	if (newer)
-		return true;
+		return 1;
 	if (lsq_s3_creds_load(&hs->s3_where, &fresh, err, sizeof(err))) {
 		lsq_warn("%s: %s, and the credentials could not be read "
 			 "again: %s", hs->base.name, why, err);
-		return false;
+		return -1;
 	}
 	pthread_mutex_lock(&hs->s3_mu);
 	newer = hs->s3_gen != gen;
@@ -242,7 +242,7 @@ bool lsq_http_s3_reload(struct http_source *hs, unsigned gen,
 	if (changed)
 		lsq_info("%s: %s; using the credentials read again from %s",
 			 hs->base.name, why, from);
-	return changed || newer;
+	return changed || newer ? 1 : 0;
 }
 
 static uint64_t monotonic_ns(void)
@@ -281,10 +281,10 @@ static void s3_look_ahead(struct http_source *hs)
 		return;
 	stale = lsq_s3_creds_stale(file, &stamp, expires, (int64_t)time(NULL));
 	free(file);
-	if (stale && !lsq_http_s3_reload(hs, gen, expires && (int64_t)time(NULL)
-					 >= expires - LSQ_S3_RENEW_BEFORE_S
-					 ? "the credentials expire soon"
-					 : "the credentials file changed"))
+	if (stale && lsq_http_s3_reload(hs, gen, expires && (int64_t)time(NULL)
+					>= expires - LSQ_S3_RENEW_BEFORE_S
+					? "the credentials expire soon"
+					: "the credentials file changed") < 0)
 		/* unreadable (a rotator half-way?): look again later, and
 		 * warn no more than every 10 s */
 		atomic_store(&hs->s3_next_look_ns, now + 10000000000u);
@@ -591,7 +591,7 @@ int lsq_http_fetch(struct http_source *hs, uint8_t *buf, size_t len,
 			return LSQ_ERR_REMOTE_CHANGED;
 		}
 		if (lsq_http_s3_refused(&x) && !reloaded &&
-		    lsq_http_s3_reload(hs, x.s3_gen, "access refused")) {
+		    lsq_http_s3_reload(hs, x.s3_gen, "access refused") > 0) {
 			reloaded = true;
 			attempt--;  /* new credentials: not a retry */
 			continue;

@@ -9,7 +9,8 @@
  * thread at the same moment cannot inherit them and keep them open. It
  * gets its own process group, so that a timeout kills whatever it started
  * too, and the default signal mask and dispositions (the daemon blocks
- * its stop signals for a sigwait() thread).
+ * its stop signals for a sigwait() thread). Its stdout is read up to a
+ * cap and only its first line used; of stderr only the tail is kept.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -140,6 +141,12 @@ static int spawn(char **argv, int out_fd, int err_fd, pid_t *pid)
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
 	posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
 	posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
+#if defined(__GLIBC__) && \
+	(__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+	/* nothing else of ours, /dev/fuse above all: a command that
+	 * outlived a dying daemon must not keep its mount alive */
+	posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+#endif
 	posix_spawnattr_setpgroup(&attr, 0);
 	posix_spawnattr_setsigmask(&attr, &none);
 	posix_spawnattr_setsigdefault(&attr, &all);

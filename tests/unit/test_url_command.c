@@ -4,11 +4,13 @@
  * when to renew, and running the command (output, exit status, stderr's
  * last line, timeout, output cap, words without a shell).
  */
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/iso8601.h"
 #include "harness/check.h"
@@ -136,6 +138,21 @@ static void test_run(void)
 	CHECK(t1.tv_sec - t0.tv_sec < 5);
 	/* stdin is /dev/null: a command that reads it sees the end */
 	run_fails("cat", 10, LSQ_ERR_IO, "printed no URL");
+	/* no descriptor of ours is inherited (glibc 2.34 and later) */
+	{
+		int fd = open("/dev/null", O_RDONLY);  /* no O_CLOEXEC */
+		char cmd[160];
+
+		CHECK(fd > 2);
+		snprintf(cmd, sizeof(cmd), "sh -c test${IFS}-e${IFS}/proc/"
+			 "self/fd/%d&&echo${IFS}http://inherited||"
+			 "echo${IFS}http://closed", fd);
+#if defined(__GLIBC__) && \
+	(__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+		run_ok(cmd, "http://closed");
+#endif
+		close(fd);
+	}
 }
 
 int main(void)

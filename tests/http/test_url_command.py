@@ -51,7 +51,7 @@ class Signer:
         return "url_command=%s" % self.script
 
 
-def setup(fault_server, tmp_path, **kw):
+def presigning(fault_server, tmp_path, **kw):
     fault_server.presign_on()
     return Signer(tmp_path, fault_server, **kw)
 
@@ -82,7 +82,7 @@ def test_used_up_url_renewed_whole_tree(fault_server, small_image, mounts,
                                         tmp_path):
     """A URL good for 3 requests: the whole tree reads as the source files
     while the URL is renewed again and again behind the readers."""
-    signer = setup(fault_server, tmp_path, args="uses=3")
+    signer = presigning(fault_server, tmp_path, args="uses=3")
     m = mounts(fault_server.url("/small.sqfs"),
                FAST + ["loglevel=debug", signer.option()])
     root = small_image["tree"]
@@ -103,7 +103,7 @@ def test_expiry_in_url_renews_before_refusal(fault_server, small_image,
                                              mounts, tmp_path):
     """X-Amz-Date + X-Amz-Expires=4: the URL is renewed once half its life
     is gone (the margin is min(60 s, half)), before the server refuses."""
-    signer = setup(fault_server, tmp_path, args="expires=4")
+    signer = presigning(fault_server, tmp_path, args="expires=4")
     m = mounts(fault_server.url("/small.sqfs"), FAST + [signer.option()])
     files = small_image["files"]
     ok, got, _ = read_with_timeout(os.path.join(m.mnt, "f00.bin"))
@@ -126,7 +126,7 @@ def test_failing_command_costs_that_read_only(fault_server, small_image,
     """Exit status, hang (killed after timeout=), no output, not a URL:
     EIO for the read that needed a new URL, its reason in the log, the
     mount goes on; a working command later brings reads back."""
-    signer = setup(fault_server, tmp_path)
+    signer = presigning(fault_server, tmp_path)
     m = mounts(fault_server.url("/small.sqfs"),
                ["timeout=2", "connect_timeout=1", "retries=1",
                 signer.option()])
@@ -178,7 +178,7 @@ def test_renewed_url_of_another_object_is_a_change(fault_server, small_image,
     an image changed under the mount, and for every later read."""
     fault_server.add("/other.sqfs", small_image["data"][:-4096],
                      etag='"v2"')
-    signer = setup(fault_server, tmp_path)
+    signer = presigning(fault_server, tmp_path)
     m = mounts(fault_server.url("/small.sqfs"), FAST + [signer.option()])
     ok, got, _ = read_with_timeout(os.path.join(m.mnt, "f07.bin"))
     assert ok and got == small_image["files"]["f07.bin"]
@@ -194,7 +194,7 @@ def test_renewed_url_of_another_object_is_a_change(fault_server, small_image,
 
 
 def test_command_failing_at_mount_refuses_it(fault_server, tmp_path):
-    signer = setup(fault_server, tmp_path)
+    signer = presigning(fault_server, tmp_path)
     signer.set(mode="fail")
     rc, err, secs = try_mount(fault_server.url("/small.sqfs"),
                               str(tmp_path / "mnt"), None,

@@ -262,7 +262,7 @@ static void s3_look_ahead(struct http_source *hs)
 {
 	uint64_t now = monotonic_ns(), next = atomic_load(&hs->s3_next_look_ns);
 	struct lsq_s3_file_stamp stamp;
-	int64_t expires;
+	int64_t expires, wall = (int64_t)time(NULL);
 	char *file = NULL;
 	unsigned gen;
 	bool stale;
@@ -279,10 +279,11 @@ static void s3_look_ahead(struct http_source *hs)
 	pthread_mutex_unlock(&hs->s3_mu);
 	if (!file)
 		return;
-	stale = lsq_s3_creds_stale(file, &stamp, expires, (int64_t)time(NULL));
+	stale = lsq_s3_creds_stale(file, &stamp, expires, wall);
 	free(file);
-	if (stale && lsq_http_s3_reload(hs, gen, expires && (int64_t)time(NULL)
-					>= expires - LSQ_S3_RENEW_BEFORE_S
+	if (stale && lsq_http_s3_reload(hs, gen,
+					expires && wall >= expires -
+					LSQ_S3_RENEW_BEFORE_S
 					? "the credentials expire soon"
 					: "the credentials file changed") < 0)
 		/* unreadable (a rotator half-way?): look again later, and

@@ -241,6 +241,11 @@ struct lsq_http_options {
 	const char *region;           /* else AWS_REGION, ..., us-east-1 */
 	const char *endpoint;         /* scheme://host[:port] of another S3
 				       * service, path-style; else AWS's */
+	/* a program printing a fresh URL of the image, run at open and
+	 * when the URL is refused or about to expire; the URL given to
+	 * lsq_source_http_open() then only names the image (http(s) only,
+	 * no mirrors; docs/http-source.md). NULL: none */
+	const char *url_command;
 };
 
 /* Counters of an HTTP source (one request = one HTTP transfer). */
@@ -257,6 +262,9 @@ struct lsq_http_stats {
 	uint64_t buffer_bytes;    /* readahead and window memory held now */
 	uint64_t window_hits;     /* reads served by a window they did not
 				   * fetch */
+	uint64_t url_renewals;    /* new URLs from url_command after the
+				   * first */
+	uint64_t url_failures;    /* runs of url_command that gave none */
 };
 
 void lsq_http_options_default(struct lsq_http_options *opt);

@@ -316,18 +316,20 @@ static int parse_item(struct lsq_mount_options *opt, char *item,
 		return err;
 	} else if (IS("header_file") || IS("cacert") ||
 		   IS("credentials_file") || IS("aws_profile") ||
-		   IS("region") || IS("endpoint")) {
+		   IS("region") || IS("endpoint") || IS("url_command")) {
 		const char **slot = IS("cacert") ? &opt->http_opts.cacert
 			: IS("credentials_file") ? &opt->http_opts.credentials_file
 			: IS("aws_profile") ? &opt->http_opts.aws_profile
 			: IS("region") ? &opt->http_opts.region
 			: IS("endpoint") ? &opt->http_opts.endpoint
+			: IS("url_command") ? &opt->http_opts.url_command
 			: &opt->http_opts.header_file;
 		char *copy;
 
 		NEED_VALUE();
 		if (value[0] == '\0')
-			return bad_value(name, value, "a file name");
+			return bad_value(name, value, IS("url_command")
+					 ? "a command" : "a file name");
 		copy = strdup(value);
 		if (!copy)
 			return LSQ_ERR_NOMEM;
@@ -728,6 +730,7 @@ void lsq_mount_options_fini(struct lsq_mount_options *opt)
 	free((char *)opt->http_opts.aws_profile);
 	free((char *)opt->http_opts.region);
 	free((char *)opt->http_opts.endpoint);
+	free((char *)opt->http_opts.url_command);
 	for (unsigned i = 0; i < opt->http_opts.nmirrors; i++)
 		free((char *)opt->http_opts.mirrors[i]);
 	memset(&opt->http_opts, 0, sizeof(opt->http_opts));
@@ -864,6 +867,10 @@ void lsq_mount_options_help(FILE *out)
 "  insecure                do not verify TLS certificates (default off)\n"
 "  mirror=URL              another copy of the same image, for failover;\n"
 "                          may be repeated (up to %d)\n"
+"  url_command=CMD         a program printing a fresh URL of the image (a\n"
+"                          signed URL); run at mount and when the URL is\n"
+"                          refused or about to expire; words split at\n"
+"                          spaces, no shell; IMAGE then only names it\n"
 "  Proxies come from the usual http_proxy, https_proxy and no_proxy\n"
 "  environment variables.\n"
 "\n"

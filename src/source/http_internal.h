@@ -21,6 +21,7 @@
 #include "source/curl_lazy.h"
 #include "source/latency_window.h"
 #include "source/s3_credentials.h"
+#include "source/url_command.h"
 
 #define LSQ_HTTP_HEAD_SIZE (64u * 1024u)
 
@@ -152,6 +153,14 @@ struct http_source {
 	pthread_mutex_t s3_mu;
 	struct lsq_s3_creds s3_creds;  /* protected by s3_mu */
 	unsigned s3_gen;               /* protected by s3_mu; +1 per reload */
+	/* CLOCK_MONOTONIC ns of the next look at the credentials file (at
+	 * most one a second: a rotation is taken up before the server
+	 * refuses the old credentials) */
+	atomic_uint_least64_t s3_next_look_ns;
+
+	/* -o url_command=: mirrors[0].url only names the image; every
+	 * request goes to the renewer's current URL */
+	struct lsq_url_renewer *renewer;
 
 	atomic_bool changed;
 	atomic_uint_least64_t not_before_ns;  /* Retry-After, CLOCK_MONOTONIC */
@@ -171,6 +180,7 @@ struct xfer {
 	uint8_t *buf;
 	size_t got;
 	unsigned s3_gen;     /* credentials generation this request used */
+	unsigned url_gen;    /* url_command's URL generation used, or 0 */
 	/* the current response's headers (reset per status line) */
 	long status;
 	bool have_cr, cr_star;
@@ -186,7 +196,7 @@ struct xfer {
 	bool final_seen;
 	bool multiplexed;    /* probe: the answer came over HTTP/2 or later */
 	enum verdict verdict;
-	char why[256];
+	char why[512];
 	char s3_code[64];    /* the S3 error document's Code, or "" */
 };
 
@@ -213,7 +223,9 @@ void lsq_http_transfer(struct xfer *x, const struct curl_slist *headers);
 int lsq_http_fetch(struct http_source *hs, uint8_t *buf, size_t len,
 		   uint64_t off, bool speculative);
 bool lsq_http_s3_refused(const struct xfer *x);
-bool lsq_http_s3_reload(struct http_source *hs, unsigned gen);
+int lsq_http_s3_reload(struct http_source *hs, unsigned gen,
+		       const char *why);
+bool lsq_http_url_renew(struct xfer *x);
 
 /* ---- http_engine.c: the multi-handle thread (HTTP/2) ---- */
 

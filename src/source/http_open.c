@@ -222,7 +222,7 @@ static int probe(struct http_source *hs, struct mirror *m, uint8_t *buf,
 		 size_t *head_len, uint64_t *total, char *err, size_t errlen)
 {
 	unsigned tries = hs->opt.retries + 1;
-	bool reloaded = false;
+	bool reloaded = false, renewed = false;
 	struct xfer x;
 
 	for (unsigned attempt = 0; attempt < tries; attempt++) {
@@ -239,9 +239,14 @@ static int probe(struct http_source *hs, struct mirror *m, uint8_t *buf,
 			break;
 		}
 		if (lsq_http_s3_refused(&x) && !reloaded &&
-		    lsq_http_s3_reload(hs, x.s3_gen)) {
+		    lsq_http_s3_reload(hs, x.s3_gen, "access refused") > 0) {
 			reloaded = true;
 			attempt--;  /* new credentials: not a retry */
+			continue;
+		}
+		if (!renewed && lsq_http_url_renew(&x)) {
+			renewed = true;
+			attempt--;  /* a new URL: not a retry */
 			continue;
 		}
 		if (x.verdict == V_FATAL || attempt + 1 == tries) {
@@ -524,6 +529,12 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 			return LSQ_ERR_INVALID;
 		}
 	}
+	if (opt->url_command &&
+	    (strncasecmp(url, "http", 4) != 0 || opt->nmirrors)) {
+		snprintf(err, errlen, "%s: url_command= needs an http:// or "
+			 "https:// image and no mirror=", url);
+		return LSQ_ERR_INVALID;
+	}
 	if (strncasecmp(url, "s3://", 5) == 0) {
 		if (opt->nmirrors) {
 			snprintf(err, errlen, "%s: mirror= is not supported "
@@ -559,6 +570,7 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 	hs->opt.header_file = NULL;
 	hs->opt.cacert = NULL;
 	hs->opt.known = NULL;
+	hs->opt.url_command = NULL;
 	if (hs->opt.max_connections == 0)
 		hs->opt.max_connections = 1;
 	hs->base_offset = opt->base_offset;
@@ -607,6 +619,17 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 	if (s3) {
 		ret = s3_setup(hs, opt, err, errlen);
 		if (ret)
+			goto fail;
+	}
+	/* The command's URLs replace IMAGE in requests; IMAGE still names
+	 * the image: in messages, and in the identity (a persistent cache
+	 * outlives any one signed URL). The command first runs with the
+	 * probe below (or the first read, when offline_ok knows the image). */
+	if (opt->url_command) {
+		hs->renewer = lsq_url_renewer_create(opt->url_command,
+						     opt->timeout,
+						     hs->base.name);
+		if (!hs->renewer)
 			goto fail;
 	}
 	if (opt->cacert) {

@@ -197,6 +197,100 @@ static void sample_timing(struct http_source *hs, CURL *curl, size_t bytes)
 				  bytes, (uint64_t)(total - first) * 1000u);
 }
 
+/* Read the credentials of generation gen again and take them if they
+ * differ: the server refused them (403, or S3's 400 for an expired
+ * token), or their file changed or their expiry is near (why says which,
+ * for messages). The file is read with no lock held (readers signing
+ * meanwhile must not wait on a disk); when two readers do it at once, the
+ * first to finish installs its copy and the other sees the new
+ * generation. 1 when there are newer credentials than gen's (the caller
+ * may try again with them), 0 when they are the same, -1 when they could
+ * not be read (logged). */
+int lsq_http_s3_reload(struct http_source *hs, unsigned gen, const char *why)
+{
+	struct lsq_s3_creds fresh = { 0 };
+	char err[512] = "", from[sizeof(fresh.from)];
+	bool changed = false, newer;
+
+	pthread_mutex_lock(&hs->s3_mu);
+	newer = hs->s3_gen != gen;
+	pthread_mutex_unlock(&hs->s3_mu);
+	if (newer)
+		return 1;
+	if (lsq_s3_creds_load(&hs->s3_where, &fresh, err, sizeof(err))) {
+		lsq_warn("%s: %s, and the credentials could not be read "
+			 "again: %s", hs->base.name, why, err);
+		return -1;
+	}
+	pthread_mutex_lock(&hs->s3_mu);
+	newer = hs->s3_gen != gen;
+	if (!newer && !lsq_s3_creds_equal(&fresh, &hs->s3_creds)) {
+		lsq_s3_creds_clear(&hs->s3_creds);
+		hs->s3_creds = fresh;  /* moved: fresh is not cleared below */
+		memset(&fresh, 0, sizeof(fresh));
+		hs->s3_gen++;
+		memcpy(from, hs->s3_creds.from, sizeof(from));
+		changed = true;
+	} else if (!newer) {
+		/* the same keys: remember the file as it is now, or it
+		 * would look changed at every look */
+		hs->s3_creds.stamp = fresh.stamp;
+		hs->s3_creds.expires = fresh.expires;
+	}
+	pthread_mutex_unlock(&hs->s3_mu);
+	lsq_s3_creds_clear(&fresh);
+	if (changed)
+		lsq_info("%s: %s; using the credentials read again from %s",
+			 hs->base.name, why, from);
+	return changed || newer ? 1 : 0;
+}
+
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Before signing: at most once a second, one thread looks whether the
+ * credentials file was rewritten (a rotator's new keys) or the
+ * credentials expire within LSQ_S3_RENEW_BEFORE_S, and reads it again
+ * then, so the old keys are not used until the server refuses them. The
+ * stat() runs without s3_mu held. */
+static void s3_look_ahead(struct http_source *hs)
+{
+	uint64_t now = monotonic_ns(), next = atomic_load(&hs->s3_next_look_ns);
+	struct lsq_s3_file_stamp stamp;
+	int64_t expires, wall = (int64_t)time(NULL);
+	char *file = NULL;
+	unsigned gen;
+	bool stale;
+
+	if (now < next || !atomic_compare_exchange_strong(
+				  &hs->s3_next_look_ns, &next, now + 1000000000u))
+		return;
+	pthread_mutex_lock(&hs->s3_mu);
+	if (hs->s3_creds.file)
+		file = strdup(hs->s3_creds.file);
+	stamp = hs->s3_creds.stamp;
+	expires = hs->s3_creds.expires;
+	gen = hs->s3_gen;
+	pthread_mutex_unlock(&hs->s3_mu);
+	if (!file)
+		return;
+	stale = lsq_s3_creds_stale(file, &stamp, expires, wall);
+	free(file);
+	if (stale && lsq_http_s3_reload(hs, gen,
+					expires && wall >= expires -
+					LSQ_S3_RENEW_BEFORE_S
+					? "the credentials expire soon"
+					: "the credentials file changed") < 0)
+		/* unreadable (a rotator half-way?): look again later, and
+		 * warn no more than every 10 s */
+		atomic_store(&hs->s3_next_look_ns, now + 10000000000u);
+}
+
 /* An S3 request: libcurl signs it (Signature Version 4) with the current
  * credentials. We add x-amz-content-sha256 ourselves (libcurl 7.88 does
  * not, and S3 requires it; UNSIGNED-PAYLOAD for a GET) and the session
@@ -211,6 +305,7 @@ static struct curl_slist *s3_sign(struct http_source *hs, CURL *curl,
 	char *token = NULL;
 	bool ok = true;
 
+	s3_look_ahead(hs);
 	for (; headers; headers = headers->next) {
 		n = curl_slist_append(list, headers->data);
 		if (!n)
@@ -253,47 +348,6 @@ fail:
 	return NULL;
 }
 
-/* The server refused the credentials of generation gen (403, or S3's
- * 400 for an expired token): temporary ones may have been renewed where
- * we found them. Read them again and take them if they differ. The file
- * is read with no lock held (readers signing meanwhile must not wait on
- * a disk); when two readers do it at once, the first to finish installs
- * its copy and the other sees the new generation. True when the caller
- * should try again with the current credentials. */
-bool lsq_http_s3_reload(struct http_source *hs, unsigned gen)
-{
-	struct lsq_s3_creds fresh = { 0 };
-	char err[512] = "", from[sizeof(fresh.from)];
-	bool changed = false, newer;
-
-	pthread_mutex_lock(&hs->s3_mu);
-	newer = hs->s3_gen != gen;
-	pthread_mutex_unlock(&hs->s3_mu);
-	if (newer)
-		return true;
-	if (lsq_s3_creds_load(&hs->s3_where, &fresh, err, sizeof(err))) {
-		lsq_warn("%s: access refused, and the credentials could not "
-			 "be read again: %s", hs->base.name, err);
-		return false;
-	}
-	pthread_mutex_lock(&hs->s3_mu);
-	newer = hs->s3_gen != gen;
-	if (!newer && !lsq_s3_creds_equal(&fresh, &hs->s3_creds)) {
-		lsq_s3_creds_clear(&hs->s3_creds);
-		hs->s3_creds = fresh;  /* moved: fresh is not cleared below */
-		memset(&fresh, 0, sizeof(fresh));
-		hs->s3_gen++;
-		memcpy(from, hs->s3_creds.from, sizeof(from));
-		changed = true;
-	}
-	pthread_mutex_unlock(&hs->s3_mu);
-	lsq_s3_creds_clear(&fresh);
-	if (changed)
-		lsq_info("%s: access refused; using the credentials read "
-			 "again from %s", hs->base.name, from);
-	return changed || newer;
-}
-
 /* The Code of an S3 error document, letters and digits only (it goes
  * into messages; the rest of the document, which may quote the access
  * key and what was signed, never does). */
@@ -329,17 +383,59 @@ bool lsq_http_s3_refused(const struct xfer *x)
 		strcmp(x->s3_code, "TokenRefreshRequired") == 0);
 }
 
+/* The server refused a URL from -o url_command= (401 or 403: expired,
+ * or used up): true when the caller should try again with a new one;
+ * otherwise the command's reason is added to x->why. */
+bool lsq_http_url_renew(struct xfer *x)
+{
+	char why[320];
+	size_t n;
+
+	if (!x->url_gen || (x->status != 401 && x->status != 403))
+		return false;
+	if (lsq_url_renewer_refused(x->hs->renewer, x->url_gen, why,
+				    sizeof(why)) == LSQ_OK)
+		return true;
+	n = strlen(x->why);
+	snprintf(x->why + n, sizeof(x->why) - n, "; %s", why);
+	return false;
+}
+
+/* The URL of mirror m for one request: with -o url_command= the
+ * renewer's current one (x->url_gen set; *owned to be wiped and freed
+ * after curl_easy_setopt, which copies it), else the mirror's. NULL with
+ * x's verdict set when the command gave no URL. */
+static const char *request_url(struct xfer *x, char **owned)
+{
+	char why[320];
+
+	*owned = NULL;
+	if (!x->hs->renewer || x->m != &x->hs->mirrors[0])
+		return x->m->url;
+	if (lsq_url_renewer_get(x->hs->renewer, owned, &x->url_gen, why,
+				sizeof(why))) {
+		lsq_http_set_verdict(x, V_FATAL, "%s", why);
+		return NULL;
+	}
+	return *owned;
+}
+
 /* One GET of [x->off, x->off + x->want) from mirror m into x->buf. */
 void lsq_http_transfer(struct xfer *x, const struct curl_slist *headers)
 {
 	struct http_source *hs = x->hs;
 	struct curl_slist *signed_headers = NULL;
 	struct handle *h;
-	char range[64];
+	char range[64], *url_copy;
+	const char *url;
 	CURLcode rc;
 
+	url = request_url(x, &url_copy);
+	if (!url)
+		return;
 	h = acquire_handle(hs);
 	if (!h) {
+		lsq_url_command_free(url_copy);
 		lsq_http_set_verdict(x, V_RETRY, "out of memory for a "
 				     "connection");
 		return;
@@ -347,7 +443,8 @@ void lsq_http_transfer(struct xfer *x, const struct curl_slist *headers)
 	snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, x->off,
 		 x->off + x->want - 1);
 	h->errbuf[0] = '\0';
-	curl_easy_setopt(h->curl, CURLOPT_URL, x->m->url);
+	curl_easy_setopt(h->curl, CURLOPT_URL, url);
+	lsq_url_command_free(url_copy);
 	curl_easy_setopt(h->curl, CURLOPT_RANGE, range);
 	if (hs->s3) {
 		signed_headers = s3_sign(hs, h->curl, headers, &x->s3_gen);
@@ -431,14 +528,6 @@ double lsq_http_backoff(struct http_source *hs, unsigned attempt,
 	return d;
 }
 
-static uint64_t monotonic_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static double seconds_until(uint64_t when_ns)
 {
 	uint64_t now = monotonic_ns();
@@ -468,7 +557,8 @@ int lsq_http_fetch(struct http_source *hs, uint8_t *buf, size_t len,
 	enum verdict last = V_RETRY;
 	bool reloaded = false;
 	struct xfer x;
-	char why[256] = "";
+	bool renewed = false;
+	char why[sizeof(x.why)] = "";
 	const char *url = hs->mirrors[0].shown;
 
 	for (unsigned attempt = 0; attempt < tries; attempt++) {
@@ -502,9 +592,14 @@ int lsq_http_fetch(struct http_source *hs, uint8_t *buf, size_t len,
 			return LSQ_ERR_REMOTE_CHANGED;
 		}
 		if (lsq_http_s3_refused(&x) && !reloaded &&
-		    lsq_http_s3_reload(hs, x.s3_gen)) {
+		    lsq_http_s3_reload(hs, x.s3_gen, "access refused") > 0) {
 			reloaded = true;
 			attempt--;  /* new credentials: not a retry */
+			continue;
+		}
+		if (!renewed && lsq_http_url_renew(&x)) {
+			renewed = true;
+			attempt--;  /* a new URL: not a retry */
 			continue;
 		}
 		if (x.retry_after > 0)

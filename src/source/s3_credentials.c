@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/iso8601.h"
 #include "lsq/error.h"
 #include "source/s3_credentials.h"
 
@@ -39,8 +40,38 @@ void lsq_s3_creds_clear(struct lsq_s3_creds *c)
 	wipe_free(c->access_key);
 	wipe_free(c->secret);
 	wipe_free(c->token);
-	c->access_key = c->secret = c->token = NULL;
+	free(c->file);
+	c->access_key = c->secret = c->token = c->file = NULL;
 	c->from[0] = '\0';
+	memset(&c->stamp, 0, sizeof(c->stamp));
+	c->expires = 0;
+}
+
+static void stamp_of(const struct stat *st, struct lsq_s3_file_stamp *out)
+{
+	out->dev = st->st_dev;
+	out->ino = st->st_ino;
+	out->size = st->st_size;
+	out->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 +
+			st->st_mtim.tv_nsec;
+}
+
+bool lsq_s3_creds_stale(const char *file,
+			const struct lsq_s3_file_stamp *stamp,
+			int64_t expires, int64_t now)
+{
+	struct lsq_s3_file_stamp cur;
+	struct stat st;
+
+	if (!file)
+		return false;
+	if (expires && now >= expires - LSQ_S3_RENEW_BEFORE_S)
+		return true;
+	if (stat(file, &st) != 0)
+		return false;
+	stamp_of(&st, &cur);
+	return cur.dev != stamp->dev || cur.ino != stamp->ino ||
+	       cur.size != stamp->size || cur.mtime_ns != stamp->mtime_ns;
 }
 
 static bool same(const char *a, const char *b)
@@ -99,8 +130,8 @@ static bool printable_token(const char *v)
  * refuse a file that group or others may read. Returns 0, -1 when the
  * file does not exist (not an error for the shared files), else an
  * LSQ_ERR_* with err set. */
-static int slurp(const char *path, bool strict, char **out, char *err,
-		 size_t errlen)
+static int slurp(const char *path, bool strict, char **out,
+		 struct lsq_s3_file_stamp *stamp, char *err, size_t errlen)
 {
 	struct stat st;
 	char *buf;
@@ -146,6 +177,7 @@ static int slurp(const char *path, bool strict, char **out, char *err,
 	}
 	buf[got] = '\0';
 	close(fd);
+	stamp_of(&st, stamp);
 	*out = buf;
 	return LSQ_OK;
 fail:
@@ -212,6 +244,13 @@ static int parse_ini(char *text, const char *path, const char *section,
 		} else if (strcmp(name, "aws_session_token") == 0) {
 			slot = &c->token;
 			cap = TOKEN_MAX;
+		} else if (strcmp(name, "aws_expiration") == 0 ||
+			   strcmp(name, "x_security_token_expires") == 0) {
+			/* written by credential helpers, read by no AWS
+			 * tool: one we cannot read is no reason to fail */
+			if (lsq_parse_iso8601(value, &c->expires))
+				c->expires = 0;
+			continue;
 		} else {
 			continue;  /* region, output, ...: not ours */
 		}
@@ -238,18 +277,26 @@ static int parse_ini(char *text, const char *path, const char *section,
 static int from_file(const char *path, bool strict, const char *section,
 		     struct lsq_s3_creds *c, char *err, size_t errlen)
 {
+	struct lsq_s3_file_stamp stamp;
 	char *text = NULL;
-	int ret = slurp(path, strict, &text, err, errlen);
+	int ret = slurp(path, strict, &text, &stamp, err, errlen);
 
 	if (ret)
 		return ret;
 	ret = parse_ini(text, path, section, c, err, errlen);
 	explicit_bzero(text, strlen(text));
 	free(text);
-	if (ret == 0)
+	if (ret == 0) {
+		c->file = strdup(path);
+		if (!c->file)
+			ret = LSQ_ERR_NOMEM;
+	}
+	if (ret == 0) {
 		snprintf(c->from, sizeof(c->from), "%s [%s]", path, section);
-	else  /* a bad line after good ones: keep none of them */
+		c->stamp = stamp;
+	} else {  /* a bad line after good ones: keep none of them */
 		lsq_s3_creds_clear(c);
+	}
 	return ret;
 }
 

@@ -234,6 +234,7 @@ void lsq_http_destroy(struct lsq_source *src)
 	lsq_s3_creds_clear(&hs->s3_creds);
 	pthread_mutex_destroy(&hs->s3_mu);
 	free(hs->s3_sigv4);
+	lsq_url_renewer_destroy(hs->renewer);
 	free((char *)hs->s3_where.profile);
 	free((char *)hs->s3_where.credentials_file);
 	free(src->name);
@@ -307,6 +308,14 @@ int lsq_source_http_get_stats(const struct lsq_source *src,
 	pthread_mutex_lock((pthread_mutex_t *)&hs->mu);
 	out->buffer_bytes = hs->ra_bytes + hs->win_bytes;
 	pthread_mutex_unlock((pthread_mutex_t *)&hs->mu);
+	out->url_renewals = out->url_failures = 0;
+	if (hs->renewer) {
+		struct lsq_url_renewer_stats us;
+
+		lsq_url_renewer_get_stats(hs->renewer, &us);
+		out->url_renewals = us.renewals;
+		out->url_failures = us.failures;
+	}
 	return LSQ_OK;
 }
 

@@ -28,6 +28,14 @@ before a fault is armed, and so are those starting at or past
 `max_offset` (when given: the metadata at the end of an image). Every
 request is recorded in `server.log`.
 
+Presigned URLs (`server.presign_on()`): objects are then served only to
+requests whose query carries a token this server issued, which is good
+for `uses` requests and/or `expires` seconds, then answered with 403 (as
+S3 answers an expired presigned URL). `GET /_presign?path=P&uses=N&expires=S`
+issues one and answers with the URL on one line; with `expires` the URL
+carries X-Amz-Date and X-Amz-Expires as an S3 presigned URL does. Issued
+tokens are listed in `server.issued`; `revoke_tokens()` ends them all.
+
 `require_header = (name, value)` refuses requests without that header with
 `refusal` (status, body): 403 by default; the s3 tests answer as S3 does to
 an expired session token.
@@ -141,8 +149,50 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_HEAD(self):
         self.do_GET()
 
+    def _presign(self):
+        """Issue a token; the answer is the signed URL."""
+        import secrets
+        import urllib.parse
+        srv = self.server.owner
+        q = dict(urllib.parse.parse_qsl(self.path.partition("?")[2]))
+        token = "tok" + secrets.token_hex(12)
+        now = time.time()
+        uses = int(q["uses"]) if "uses" in q else None
+        life = int(q["expires"]) if "expires" in q else None
+        url = "http://127.0.0.1:%d%s?" % (srv.port, q.get("path", "/"))
+        if life is not None:
+            url += "X-Amz-Date=%s&X-Amz-Expires=%d&" % (
+                time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now)), life)
+        url += "X-Amz-Signature=" + token
+        with srv.lock:
+            srv.tokens[token] = [uses, now + life if life else None]
+            srv.issued.append((time.monotonic(), token))
+        body = (url + "\n").encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _token_ok(self):
+        import urllib.parse
+        srv = self.server.owner
+        q = dict(urllib.parse.parse_qsl(self.path.partition("?")[2]))
+        with srv.lock:
+            t = srv.tokens.get(q.get("X-Amz-Signature"))
+            if t is None or (t[1] is not None and time.time() >= t[1]) or \
+                    (t[0] is not None and t[0] <= 0):
+                return False
+            if t[0] is not None:
+                t[0] -= 1
+            return True
+
     def do_GET(self):
         srv = self.server.owner
+        if self.path.startswith("/_presign"):
+            return self._presign()
+        if srv.tokens is not None and not self._token_ok():
+            return self._simple(403, body=b"<Error><Code>AccessDenied"
+                                b"</Code></Error>\n")
         need = srv.require_header
         if need and self.headers.get(need[0]) != need[1]:
             code, body = srv.refusal
@@ -266,6 +316,8 @@ class FaultServer:
         self.mix_counts = {}       # "mix" faults: requests per drawn kind
         self.windows = []          # [kind, start, end or None], monotonic
         self.conns = set()
+        self.tokens = None         # presigned URLs: token -> [uses, until]
+        self.issued = []           # (monotonic time, token) per URL issued
         self.port = port
         self.httpd = None
         self.thread = None
@@ -273,6 +325,15 @@ class FaultServer:
     def add(self, path, data, etag='"v1"', mtime=1_700_000_000):
         with self.lock:
             self.objects[path] = (data, etag, mtime)
+
+    def presign_on(self):
+        with self.lock:
+            self.tokens = {}
+
+    def revoke_tokens(self):
+        with self.lock:
+            for t in self.tokens.values():
+                t[0] = 0
 
     def set_fault(self, kind, **kw):
         with self.lock:

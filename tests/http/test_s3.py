@@ -420,3 +420,82 @@ def test_bad_region_refused(tmp_path):
     rc, err, _ = try_mount("s3://%s/x.sqfs" % BUCKET, str(tmp_path / "mnt"),
                            None, ["region=us-east-1.evil.example/x"])
     assert rc == 1 and "not a region name" in one_line(err), err
+
+
+def s3_on_fault_server(fault_server, small_image, mounts, p):
+    """A mount of the fault server as an S3 endpoint, credentials from p;
+    the server accepts any token, so every refusal would be ours to see."""
+    fault_server.add("/%s/img.sqfs" % BUCKET, small_image["data"])
+    return mounts("s3://%s/img.sqfs" % BUCKET,
+                  FAST + ["endpoint=http://127.0.0.1:%d" % fault_server.port,
+                          "readahead=0", "credentials_file=%s" % p])
+
+
+def write_creds(p, token, extra=""):
+    p.write_text("[default]\naws_access_key_id = %s\n"
+                 "aws_secret_access_key = %s\naws_session_token = %s\n%s"
+                 % (ACCESS, SECRET, token, extra))
+    os.chmod(p, 0o600)
+
+
+def assert_taken_up(reqs, token):
+    """Requests signed while one thread reads the file again may still
+    carry the old token (valid yet: that is the point); the last ones
+    carry the new one, and none was refused."""
+    assert reqs and all(r["status"] == 206 for r in reqs), reqs
+    assert reqs[-1]["amz_token"] == token, reqs
+
+
+def read_ok(m, small_image, name):
+    ok, data, _ = read_with_timeout(os.path.join(m.mnt, name))
+    assert ok and data == small_image["files"][name], name
+
+
+def test_rotated_file_used_before_refusal(fault_server, small_image, mounts,
+                                          tmp_path):
+    """A rotator rewrites the credentials file (in place, or a new file
+    renamed over it): the next request a second later signs with the new
+    keys, before any server refused the old ones."""
+    p = tmp_path / "creds"
+    write_creds(p, "token-one")
+    m = s3_on_fault_server(fault_server, small_image, mounts, p)
+    read_ok(m, small_image, "f10.bin")
+    for token, name in (("token-two", "f11.bin"), ("token-three", "f12.bin")):
+        if token == "token-two":
+            write_creds(p, token)
+        else:
+            tmp = tmp_path / "creds.new"
+            write_creds(tmp, token)
+            os.rename(tmp, p)
+        time.sleep(1.1)
+        fault_server.clear_log()
+        read_ok(m, small_image, name)
+        assert_taken_up(fault_server.requests(), token)
+    assert m.log().count("the credentials file changed; using the "
+                         "credentials read again") == 2, m.log()[-2000:]
+    assert "token-" not in m.log()
+
+
+def test_expiry_in_file_read_ahead(fault_server, small_image, mounts,
+                                   tmp_path):
+    """x_security_token_expires less than 5 minutes away: the file is read
+    again (once a second) although it looks unchanged, so new keys that a
+    rotator slipped in are used before the old ones expire. The test keeps
+    inode, size and mtime equal, so only the expiry can be the reason."""
+    p = tmp_path / "creds"
+    soon = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 200))
+    write_creds(p, "token-one", "x_security_token_expires = %s\n" % soon)
+    m = s3_on_fault_server(fault_server, small_image, mounts, p)
+    read_ok(m, small_image, "f13.bin")
+    st = os.stat(p)
+    write_creds(p, "token-two", "x_security_token_expires = %s\n" % soon)
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    st2 = os.stat(p)
+    assert (st2.st_ino, st2.st_size, st2.st_mtime_ns) == \
+        (st.st_ino, st.st_size, st.st_mtime_ns)
+    time.sleep(1.1)
+    fault_server.clear_log()
+    read_ok(m, small_image, "f14.bin")
+    assert_taken_up(fault_server.requests(), "token-two")
+    assert "the credentials expire soon; using the credentials read again" \
+        in m.log(), m.log()[-2000:]

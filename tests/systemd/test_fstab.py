@@ -114,6 +114,19 @@ def test_fstab_our_helper_url(tmp_path, overlay, image, nginx):
     assert any(e["status"] == 206 for e in nginx.entries())
 
 
+def test_fstab_our_helper_url_command(tmp_path, overlay, image, nginx):
+    """-o url_command= with a space, written \\040 in fstab, reaches the
+    daemon as one option: every request goes to the URL the command
+    prints, none to IMAGE, which only names the image."""
+    img, tree = image
+    cmd = "/bin/echo\\040" + nginx.url(img)
+    sums, _, _ = run_fstab(tmp_path, overlay,
+                           "http://placeholder.invalid/base.sqfs",
+                           "sqfs-lazy", MOUNT_ONLY + ",url_command=" + cmd)
+    assert sums == expect(tree)
+    assert any(e["status"] == 206 for e in nginx.entries())
+
+
 def test_fstab_mount_fuse3_local(tmp_path, overlay, image):
     img, tree = image
     sums, fstype, opts = run_fstab(tmp_path, overlay, img,

@@ -161,6 +161,53 @@ int main(void)
 		CHECK(strstr(err, "larger than") != NULL);
 	}
 
+	/* an expiry as credential helpers write it, in the profile read;
+	 * the file and its stamp, to notice a rotation */
+	clear_env();
+	f = write_file("expiring", "[other]\naws_expiration = "
+		       "2030-01-01T00:00:00Z\n[default]\naws_access_key_id"
+		       " = AKX\naws_secret_access_key = sx\n"
+		       "x_security_token_expires = 2026-11-25T20:00:00+02:00"
+		       "\n", 0600);
+	CHECK_EQ_INT(load(NULL, f, &c, err, sizeof(err)), LSQ_OK);
+	CHECK(c.expires == 1795629600);
+	CHECK(c.file && strcmp(c.file, f) == 0);
+	CHECK(!lsq_s3_creds_stale(c.file, &c.stamp, 0, 0));
+	/* within LSQ_S3_RENEW_BEFORE_S of the expiry, and not before */
+	CHECK(lsq_s3_creds_stale(c.file, &c.stamp, c.expires,
+				 c.expires - 299));
+	CHECK(!lsq_s3_creds_stale(c.file, &c.stamp, c.expires,
+				  c.expires - 301));
+	/* rewritten: another size; renamed over: another inode */
+	write_file("expiring", "[default]\naws_access_key_id = AKY\n"
+		   "aws_secret_access_key = sy\n", 0600);
+	CHECK(lsq_s3_creds_stale(c.file, &c.stamp, 0, 0));
+	CHECK_EQ_INT(load(NULL, f, &d, err, sizeof(err)), LSQ_OK);
+	CHECK(d.expires == 0 && !lsq_s3_creds_stale(d.file, &d.stamp, 0, 0));
+	CHECK(rename(write_file("expiring.new", "[default]\n"
+				"aws_access_key_id = AKY\n"
+				"aws_secret_access_key = sy\n", 0600),
+		     f) == 0);
+	CHECK(lsq_s3_creds_stale(d.file, &d.stamp, 0, 0));
+	/* gone (between unlink and rename): keep what we have */
+	CHECK(unlink(f) == 0);
+	CHECK(!lsq_s3_creds_stale(d.file, &d.stamp, 0, 0));
+	lsq_s3_creds_clear(&c);
+	lsq_s3_creds_clear(&d);
+	/* an expiry we cannot read is none; the environment has no file */
+	f = write_file("oddexp", "[default]\naws_access_key_id = AKX\n"
+		       "aws_secret_access_key = sx\naws_expiration = soon\n",
+		       0600);
+	CHECK_EQ_INT(load(NULL, f, &c, err, sizeof(err)), LSQ_OK);
+	CHECK(c.expires == 0);
+	lsq_s3_creds_clear(&c);
+	setenv("AWS_ACCESS_KEY_ID", "AKENV", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "envsecret", 1);
+	CHECK_EQ_INT(load(NULL, NULL, &c, err, sizeof(err)), LSQ_OK);
+	CHECK(c.file == NULL && !lsq_s3_creds_stale(c.file, &c.stamp, 0, 0));
+	lsq_s3_creds_clear(&c);
+	clear_env();
+
 	/* region */
 	CHECK(strcmp(lsq_s3_region(NULL), "us-east-1") == 0);
 	setenv("AWS_DEFAULT_REGION", "eu-north-1", 1);

@@ -200,6 +200,8 @@ struct lsq_image_stats {
 	 * and the reads they served besides their own */
 	uint64_t http_rtt_us, http_windows, http_window_hits;
 	uint64_t http_buffer_bytes;  /* readahead and window memory now */
+	/* url_command=: URLs renewed, runs that failed */
+	uint64_t http_url_renewals, http_url_failures;
 	/* the mount daemon's, 0 from lsq_image_get_stats(): ring threads
 	 * registered for FUSE over io_uring (0: requests come over
 	 * /dev/fuse) and requests they answered */

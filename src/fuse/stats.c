@@ -54,6 +54,8 @@ static const struct {
 	C(http_windows),
 	C(http_window_hits),
 	C(http_buffer_bytes),
+	C(http_url_renewals),
+	C(http_url_failures),
 	C(fuse_ring_threads),
 	C(fuse_ring_requests),
 	C(process_rss_bytes),

@@ -462,5 +462,7 @@ void lsq_image_get_stats(const struct lsq_image *img,
 		out->http_windows = hs.windows;
 		out->http_window_hits = hs.window_hits;
 		out->http_buffer_bytes = hs.buffer_bytes;
+		out->http_url_renewals = hs.url_renewals;
+		out->http_url_failures = hs.url_failures;
 	}
 }

@@ -585,8 +585,12 @@ int lsq_http_fetch(struct http_source *hs, uint8_t *buf, size_t len,
 		x.want = len;
 		x.buf = buf;
 		lsq_http_transfer(&x, m->headers);
-		if (x.verdict == V_OK)
+		if (x.verdict == V_OK) {
+			/* which copy of the image, for a verifier's message */
+			if (hs->nmirrors > 1)
+				lsq_source_note_origin(m->shown);
 			return LSQ_OK;
+		}
 		if (x.verdict == V_CHANGED) {
 			mark_changed(hs, m, x.why);
 			return LSQ_ERR_REMOTE_CHANGED;

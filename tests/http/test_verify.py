@@ -153,6 +153,12 @@ def test_good_mirror_saves_the_read(mounts, signed):
         st = _stats(m)
         assert st["verify_mismatches"] >= 1, st
         assert st["verify_refetches"] >= 1 and st["verify_refused"] == 0, st
+        # one line names the unit, the copy that was bad, the one that
+        # was good
+        line = "unit of %d bytes at %d from %s did not match the signed " \
+            "manifest; a fresh copy from %s did" % (
+                length, off, bad.url("/img.sqfs"), good.url("/img.sqfs"))
+        assert line in m.log(), m.log()
     finally:
         bad.stop()
         good.stop()

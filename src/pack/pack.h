@@ -46,6 +46,9 @@ struct pk_opts {
 	bool skip_unreadable; /* warn and leave out what cannot be read */
 	bool tar;             /* SOURCE is a tar archive ("-" = stdin) */
 	const char *order;    /* --order PROFILE, or NULL */
+	const char *sign_key; /* --sign KEY.pem, or NULL */
+	bool reuse_layout;    /* --reuse-layout: content-defined fragment
+				 block ends (docs/packer-determinism.md) */
 	bool have_mtime;      /* --mtime: every time becomes mtime */
 	uint32_t mtime;
 	bool have_clamp;      /* SOURCE_DATE_EPOCH: times clamped to it */

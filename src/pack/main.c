@@ -138,8 +138,10 @@ static void usage(FILE *f)
 "                          image is the same as with any -j)\n"
 "      --sign KEY.pem      append the signed block manifest that\n"
 "                          sqfs-lazy-sign --key KEY.pem would (Ed25519 PEM)\n"
-"      --reuse-layout      keep the fragment blocks of unchanged small files\n"
-"                          the same from one version of a tree to the next\n"
+"      --reuse-layout[=SIZE]\n"
+"                          end fragment blocks where the files say, about\n"
+"                          every SIZE bytes of tails (4K), so that those of\n"
+"                          unchanged small files repeat in the next version\n"
 "      --order PROFILE     lay the files a startup profile lists out first,\n"
 "                          in its order, and store it in the image so mounts\n"
 "                          prefetch them (directory SOURCE only)\n"
@@ -229,7 +231,7 @@ static const struct option long_opts[] = {
 	{ "skip-unreadable", no_argument, NULL, OPT_SKIP_UNREADABLE },
 	{ "order", required_argument, NULL, OPT_ORDER },
 	{ "sign", required_argument, NULL, OPT_SIGN },
-	{ "reuse-layout", no_argument, NULL, OPT_REUSE },
+	{ "reuse-layout", optional_argument, NULL, OPT_REUSE },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, OPT_VERSION },
@@ -245,7 +247,7 @@ static int bad(const char *what, const char *arg)
 static int parse_args(int argc, char **argv, struct pk_opts *o)
 {
 	const char *comp = "gzip", *bcj = NULL, *sde;
-	uint64_t v, level = 0;
+	uint64_t v, level = 0, reuse = 0;
 	bool lz4_hc = false;
 	char err[128];
 	int c, ret;
@@ -291,7 +293,14 @@ static int parse_args(int argc, char **argv, struct pk_opts *o)
 		case OPT_SKIP_UNREADABLE: o->skip_unreadable = true; break;
 		case OPT_ORDER: o->order = optarg; break;
 		case OPT_SIGN: o->sign_key = optarg; break;
-		case OPT_REUSE: o->reuse_layout = true; break;
+		case OPT_REUSE:
+			if (!optarg) {
+				reuse = PK_REUSE_TARGET_DEFAULT;
+				break;
+			}
+			if (parse_u64(optarg, 1 << 20, &reuse) || reuse < 512)
+				return bad("--reuse-layout size", optarg);
+			break;
 		case OPT_MTIME:
 			if (parse_u64(optarg, UINT32_MAX, &v) ||
 			    strpbrk(optarg, "KkMm"))
@@ -333,6 +342,13 @@ static int parse_args(int argc, char **argv, struct pk_opts *o)
 		return 2;
 	}
 	o->block_log = (unsigned)__builtin_ctz(o->block_size);
+	if (reuse && o->no_fragments) {
+		pk_error("--reuse-layout places fragments; --no-fragments stores none");
+		return 2;
+	}
+	/* more than a block of tails between ends would never be reached */
+	o->reuse_target = reuse < o->block_size ? (uint32_t)reuse :
+						  o->block_size;
 	sde = getenv("SOURCE_DATE_EPOCH");
 	if (sde && *sde) {
 		if (parse_u64(sde, UINT32_MAX, &v) || strpbrk(sde, "KkMm"))

@@ -16,9 +16,9 @@
 # the data units of the changed files' own image plus all of v2's
 # metadata. The issue's target: fetched <= 1.3 x reference.
 #
-# Variants: sqfs-lazy-pack (default layout), sqfs-lazy-pack --reuse-layout,
-# sqfs-lazy-pack --no-fragments, mksquashfs (defaults), mksquashfs
-# -no-fragments. Output: results/<UTC>-reuse-layout/{runs.tsv,table.md,
+# Variants: sqfs-lazy-pack (default layout), sqfs-lazy-pack --reuse-layout
+# (4K, the default) and --reuse-layout=16K, sqfs-lazy-pack --no-fragments,
+# mksquashfs (defaults), mksquashfs -no-fragments. Output: results/<UTC>-reuse-layout/{runs.tsv,table.md,
 # meta.txt,mutate.txt}.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -77,12 +77,13 @@ chmod 600 "$work/key.pem"
 	printf 'packer\t%s\n' "$("$pack" --version | head -1)"
 } >"$out/meta.txt"
 
-variants=(lazy lazy-reuse lazy-nofrag mksquashfs mksquashfs-nofrag)
+variants=(lazy lazy-reuse lazy-reuse16k lazy-nofrag mksquashfs mksquashfs-nofrag)
 do_pack() { # VARIANT TREE IMAGE
 	local v=$1 tree=$2 img=$3
 	case $v in
 	lazy) "$pack" -q --force "$tree" "$img" ;;
 	lazy-reuse) "$pack" -q --force --reuse-layout "$tree" "$img" ;;
+	lazy-reuse16k) "$pack" -q --force --reuse-layout=16K "$tree" "$img" ;;
 	lazy-nofrag) "$pack" -q --force --no-fragments "$tree" "$img" ;;
 	mksquashfs) mksquashfs "$tree" "$img" -noappend -quiet -no-progress \
 		-mkfs-time 1700000000 >/dev/null ;;

@@ -24,6 +24,9 @@ what a client holding version 1's units fetches for version 2.
       SHA-256 is not among v1's. Reference: the data units of the image of
       the changed files alone (same tool and options) plus all of v2's
       metadata. Appends a row to the TSV and prints it.
+
+  reuse_layout.py table TSV
+      The rows as a Markdown table, image sizes against the first row's.
 """
 
 import argparse
@@ -193,6 +196,25 @@ def report(args):
     print(" ".join("%s=%s" % (c, row[c]) for c in cols))
 
 
+def table(args):
+    """runs.tsv as a Markdown table; sizes against the first row's."""
+    import csv
+    rows = list(csv.DictReader(open(args.tsv), delimiter="\t"))
+    mib = lambda b: "%.2f" % (int(b) / 1048576)  # noqa: E731
+    ref = int(rows[0]["v2_image"])
+    print("| variant | v2 image MiB | size vs %s | fetched data MiB | "
+          "fetched metadata MiB | changed files' data MiB | v2 metadata MiB "
+          "| fetched / reference | fetched %% of v2 |" % rows[0]["variant"])
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print("| %s | %s | %+.1f%% | %s | %s | %s | %s | %s | %s |" % (
+            r["variant"], mib(r["v2_image"]),
+            100.0 * (int(r["v2_image"]) - ref) / ref,
+            mib(r["fetched_data"]), mib(r["fetched_meta"]),
+            mib(r["changed_data"]), mib(r["v2_meta"]), r["ratio"],
+            r["fetched_pct_of_v2"]))
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -209,8 +231,10 @@ def main():
     r.add_argument("--changed-img", required=True)
     r.add_argument("--sign", required=True)
     r.add_argument("--tsv")
+    t = sub.add_parser("table")
+    t.add_argument("tsv")
     args = ap.parse_args()
-    (mutate if args.cmd == "mutate" else report)(args)
+    {"mutate": mutate, "report": report, "table": table}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -106,19 +106,6 @@ for v in "${variants[@]}"; do
 done
 printf 'loadavg_end\t%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/meta.txt"
 
-python3 - "$tsv" >"$out/table.md" <<'EOF'
-import csv, sys
-rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
-mib = lambda b: "%.2f" % (int(b) / 1048576)
-print("| variant | v2 image MiB | fetched data MiB | fetched metadata MiB | "
-      "changed files' data MiB | v2 metadata MiB | fetched / reference | "
-      "fetched % of v2 |")
-print("|---|---|---|---|---|---|---|---|")
-for r in rows:
-    print("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
-        r["variant"], mib(r["v2_image"]), mib(r["fetched_data"]),
-        mib(r["fetched_meta"]), mib(r["changed_data"]), mib(r["v2_meta"]),
-        r["ratio"], r["fetched_pct_of_v2"]))
-EOF
+python3 "$here/reuse_layout.py" table "$tsv" >"$out/table.md"
 cat "$out/table.md"
 log "results in $out"

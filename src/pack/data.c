@@ -15,6 +15,13 @@
  * full fragment block is submitted like a data block and written when it
  * comes back, in the same ticket order. So every decision depends only on
  * the input, never on the worker count or timing.
+ *
+ * --reuse-layout also closes the fragment block after a tail whose path
+ * (relative to the root) hashes below a threshold proportional to the
+ * tail's length: fragment blocks then end at places chosen by the files
+ * themselves, and a changed, added or removed small file disturbs only
+ * the block it lands in (docs/packer-determinism.md, "Reuse across
+ * versions").
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -61,6 +68,8 @@ struct pk_bp { /* the block processor (pack.h) */
 	uint8_t *frag_buf;
 	uint32_t frag_len;
 	uint32_t frag_cur;        /* index of the fragment being filled */
+	uint32_t frag_target;     /* --reuse-layout: mean bytes of tails
+				     between content-defined ends, else 0 */
 	struct frag_key *ftab;    /* open addressing */
 	size_t ftab_cap, ftab_n;
 	struct pk_inode **dtab;   /* whole-file dedup, open addressing */
@@ -401,8 +410,19 @@ static int ftab_grow(struct pk_bp *bp)
 	return LSQ_OK;
 }
 
+/* --reuse-layout: whether the fragment block ends after a new tail of
+ * len bytes of the file whose relative path hashes to key. The top 32 bits
+ * of the key are a uniform u in [0, 2^32); the block ends when
+ * u / 2^32 < len / frag_target, so on average every frag_target bytes of
+ * tails, at places that depend only on each file's own path and length. */
+static bool frag_ends_here(const struct pk_bp *bp, uint64_t key, uint32_t len)
+{
+	return bp->frag_target &&
+	       (key >> 32) * bp->frag_target < (uint64_t)len << 32;
+}
+
 static int add_tail(struct pk_bp *bp, struct pk_inode *f, const uint8_t *data,
-		    uint32_t len)
+		    uint32_t len, uint64_t key)
 {
 	uint64_t h1 = pk_hash(3, data, len), h2 = pk_hash(5, data, len);
 	size_t j;
@@ -438,6 +458,8 @@ static int add_tail(struct pk_bp *bp, struct pk_inode *f, const uint8_t *data,
 					 .offset = f->frag_offset,
 					 .used = true };
 	bp->ftab_n++;
+	if (frag_ends_here(bp, key, len))
+		return flush_frag(bp);
 	return LSQ_OK;
 }
 
@@ -519,7 +541,7 @@ static int read_exact(struct pk_reader *r, void *buf, size_t len,
 }
 
 int pk_bp_add_file(struct pk_bp *bp, struct pk_inode *f, const char *path,
-		   struct pk_reader *r)
+		   const char *rel, struct pk_reader *r)
 {
 	const struct pk_opts *o = bp->ctx->opt;
 	uint64_t size = f->size, off = 0;
@@ -573,7 +595,9 @@ int pk_bp_add_file(struct pk_bp *bp, struct pk_inode *f, const char *path,
 	if (use_frag) {
 		ret = read_exact(r, bp->tail_buf, tail, path);
 		if (!ret)
-			ret = add_tail(bp, f, bp->tail_buf, tail);
+			ret = add_tail(bp, f, bp->tail_buf, tail,
+				       pk_hash(PK_LAYOUT_SEED, rel,
+					       strlen(rel)));
 		if (ret)
 			goto out;
 		off += tail;
@@ -614,7 +638,11 @@ static int add_from_path(struct pk_bp *bp, struct pk_node *node)
 	} else if ((uint64_t)st.st_size != f->size) {
 		ret = changed(node->path);
 	} else {
-		ret = pk_bp_add_file(bp, f, node->path, &fr.r);
+		/* the path below SOURCE, as a tar names it */
+		ret = pk_bp_add_file(bp, f, node->path,
+				     node->path +
+					     strlen(bp->ctx->root->path) + 1,
+				     &fr.r);
 		if (!ret && !f->skipped &&
 		    (fstat(fr.fd, &st) || (uint64_t)st.st_size != f->size))
 			ret = changed(node->path);
@@ -675,6 +703,7 @@ int pk_bp_create(struct pk_ctx *ctx, struct pk_bp **out)
 		return LSQ_ERR_NOMEM;
 	bp->ctx = ctx;
 	bp->bs = o->block_size;
+	bp->frag_target = o->reuse_target;
 	bp->njobs = 4 * (size_t)jobs + 4;
 	if (bp->njobs * 2 * bp->bs > budget)
 		bp->njobs = budget / (2 * (size_t)bp->bs);

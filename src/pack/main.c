@@ -18,10 +18,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "format/ondisk.h"
 #include "lsq/error.h"
 #include "lsq_config.h"
 #include "pack/pack.h"
+#include "tools/sign_image.h"
 
 static char tmp_path[PATH_MAX];
 static volatile sig_atomic_t tmp_live;
@@ -134,6 +136,12 @@ static void usage(FILE *f)
 "                          writes next to them (number of CPUs)\n"
 "      --serial            no threads: the reference block processor (the\n"
 "                          image is the same as with any -j)\n"
+"      --sign KEY.pem      append the signed block manifest that\n"
+"                          sqfs-lazy-sign --key KEY.pem would (Ed25519 PEM)\n"
+"      --reuse-layout[=SIZE]\n"
+"                          end fragment blocks where the files say, about\n"
+"                          every SIZE bytes of tails (4K), so that those of\n"
+"                          unchanged small files repeat in the next version\n"
 "      --order PROFILE     lay the files a startup profile lists out first,\n"
 "                          in its order, and store it in the image so mounts\n"
 "                          prefetch them (directory SOURCE only)\n"
@@ -202,7 +210,7 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out)
 enum {
 	OPT_XZ_BCJ = 256, OPT_LZ4_HC, OPT_SERIAL, OPT_NO_FRAG, OPT_ALWAYS_FRAG,
 	OPT_NO_XATTRS, OPT_NO_EXPORTS, OPT_ALL_ROOT, OPT_MTIME, OPT_FORCE,
-	OPT_VERSION, OPT_SKIP_UNREADABLE, OPT_ORDER,
+	OPT_VERSION, OPT_SKIP_UNREADABLE, OPT_ORDER, OPT_SIGN, OPT_REUSE,
 };
 
 static const struct option long_opts[] = {
@@ -222,6 +230,8 @@ static const struct option long_opts[] = {
 	{ "force", no_argument, NULL, OPT_FORCE },
 	{ "skip-unreadable", no_argument, NULL, OPT_SKIP_UNREADABLE },
 	{ "order", required_argument, NULL, OPT_ORDER },
+	{ "sign", required_argument, NULL, OPT_SIGN },
+	{ "reuse-layout", optional_argument, NULL, OPT_REUSE },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, OPT_VERSION },
@@ -237,7 +247,7 @@ static int bad(const char *what, const char *arg)
 static int parse_args(int argc, char **argv, struct pk_opts *o)
 {
 	const char *comp = "gzip", *bcj = NULL, *sde;
-	uint64_t v, level = 0;
+	uint64_t v, level = 0, reuse = 0;
 	bool lz4_hc = false;
 	char err[128];
 	int c, ret;
@@ -282,6 +292,15 @@ static int parse_args(int argc, char **argv, struct pk_opts *o)
 		case OPT_FORCE: o->force = true; break;
 		case OPT_SKIP_UNREADABLE: o->skip_unreadable = true; break;
 		case OPT_ORDER: o->order = optarg; break;
+		case OPT_SIGN: o->sign_key = optarg; break;
+		case OPT_REUSE:
+			if (!optarg) {
+				reuse = PK_REUSE_TARGET_DEFAULT;
+				break;
+			}
+			if (parse_u64(optarg, 1 << 20, &reuse) || reuse < 512)
+				return bad("--reuse-layout size", optarg);
+			break;
 		case OPT_MTIME:
 			if (parse_u64(optarg, UINT32_MAX, &v) ||
 			    strpbrk(optarg, "KkMm"))
@@ -323,6 +342,13 @@ static int parse_args(int argc, char **argv, struct pk_opts *o)
 		return 2;
 	}
 	o->block_log = (unsigned)__builtin_ctz(o->block_size);
+	if (reuse && o->no_fragments) {
+		pk_error("--reuse-layout places fragments; --no-fragments stores none");
+		return 2;
+	}
+	/* more than a block of tails between ends would never be reached */
+	o->reuse_target = reuse < o->block_size ? (uint32_t)reuse :
+						  o->block_size;
 	sde = getenv("SOURCE_DATE_EPOCH");
 	if (sde && *sde) {
 		if (parse_u64(sde, UINT32_MAX, &v) || strpbrk(sde, "KkMm"))
@@ -391,6 +417,8 @@ int main(int argc, char **argv)
 	struct pk_ctx ctx;
 	struct pk_bp *bp = NULL;
 	struct pk_order ord = { 0 };
+	struct lsq_sign_key *key = NULL;
+	struct lsq_signed_info signed_info = { 0 };
 	struct sigaction sa;
 	uint8_t comp_opts[16];
 	size_t comp_len;
@@ -401,6 +429,20 @@ int main(int argc, char **argv)
 	ret = parse_args(argc, argv, &o);
 	if (ret)
 		return ret;
+	if (o.sign_key) {
+		char why[512];
+
+		/* before anything is packed: a key that cannot sign is one
+		 * line, and no image */
+		if (lsq_sign_key_load_private(o.sign_key, &key, why,
+					      sizeof(why))) {
+			pk_error("%s", why);
+			return 1;
+		}
+		/* the reader's own messages would be a second line */
+		lsq_log_set_prefix("sqfs-lazy-pack");
+		lsq_log_set_level(LSQ_LOG_SILENT);
+	}
 	memset(&ctx, 0, sizeof(ctx));
 	ctx.opt = &o;
 	ctx.fd = -1;
@@ -408,6 +450,7 @@ int main(int argc, char **argv)
 		if (!o.force) {
 			pk_error("%s exists (use --force to overwrite)",
 				 o.output);
+			lsq_sign_key_destroy(key);
 			return 1;
 		}
 		ctx.skip_valid = true;
@@ -460,6 +503,18 @@ int main(int argc, char **argv)
 		pk_progress(&ctx, true);
 	if (ret)
 		goto fail;
+	if (key) {
+		/* the finished image, signed as sqfs-lazy-sign --key signs it
+		 * (the same code): the rename shows it only once signed */
+		char why[512];
+
+		ret = lsq_sign_image(tmp_path, key, NULL, &signed_info, why,
+				     sizeof(why));
+		if (ret) {
+			pk_error("%s: cannot sign: %s", o.output, why);
+			goto fail;
+		}
+	}
 	mask = umask(0);
 	umask(mask);
 	if (fchmod(ctx.fd, 0666 & ~mask) || fsync(ctx.fd) || close(ctx.fd)) {
@@ -492,8 +547,14 @@ int main(int argc, char **argv)
 					       (double)ctx.bytes_in : 0.0,
 			(unsigned long long)ctx.dedup_bytes,
 			pk_now() - ctx.start_time);
+	if (!o.quiet && key)
+		fprintf(stderr, "sqfs-lazy-pack: %s: signed %zu units, "
+			"manifest of %zu bytes, file %llu bytes\n", o.output,
+			signed_info.units, signed_info.manifest_len,
+			(unsigned long long)signed_info.image_size);
 	free_ctx(&ctx);
 	pk_order_fini(&ord);
+	lsq_sign_key_destroy(key);
 	return 0;
 fail:
 	if (ctx.fd >= 0)
@@ -504,6 +565,7 @@ fail:
 	}
 	free_ctx(&ctx);
 	pk_order_fini(&ord);
+	lsq_sign_key_destroy(key);
 	pk_error("%s not written", o.output);
 	return 1;
 }

@@ -46,6 +46,10 @@ struct pk_opts {
 	bool skip_unreadable; /* warn and leave out what cannot be read */
 	bool tar;             /* SOURCE is a tar archive ("-" = stdin) */
 	const char *order;    /* --order PROFILE, or NULL */
+	const char *sign_key; /* --sign KEY.pem, or NULL */
+	uint32_t reuse_target; /* --reuse-layout[=SIZE]: mean bytes of tails
+				  between content-defined fragment block
+				  ends (docs/packer-determinism.md); 0: off */
 	bool have_mtime;      /* --mtime: every time becomes mtime */
 	uint32_t mtime;
 	bool have_clamp;      /* SOURCE_DATE_EPOCH: times clamped to it */
@@ -197,11 +201,18 @@ int pk_bp_create(struct pk_ctx *ctx, struct pk_bp **out);
 /* Every regular file below node (a directory), in tree order, read from
  * its path. */
 int pk_bp_add_tree(struct pk_bp *bp, struct pk_node *node);
-/* One regular file of f->size bytes from r (path names it in errors).
- * When r says PK_UNREADABLE, f is marked skipped, what was written for it
- * is taken back, and the result is LSQ_OK. */
+/* One regular file of f->size bytes from r (path names it in errors; rel
+ * is its path below the root, "a/b", which --reuse-layout hashes). When r
+ * says PK_UNREADABLE, f is marked skipped, what was written for it is
+ * taken back, and the result is LSQ_OK. */
 int pk_bp_add_file(struct pk_bp *bp, struct pk_inode *f, const char *path,
-		   struct pk_reader *r);
+		   const char *rel, struct pk_reader *r);
+
+/* --reuse-layout (docs/packer-determinism.md): the seed of the path hash
+ * that ends fragment blocks, and the default mean length of tails between
+ * two ends. */
+#define PK_LAYOUT_SEED 0x72657573656c6179ull /* "reuselay" */
+#define PK_REUSE_TARGET_DEFAULT 4096
 /* One regular file node of the tree, read from its path, unless its data
  * is already placed (a hardlink) or it was left out. */
 int pk_bp_add_node(struct pk_bp *bp, struct pk_node *node);

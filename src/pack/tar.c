@@ -545,7 +545,7 @@ static int add_entry(struct tar *t, struct archive_entry *e)
 			.size = n->ino->size,
 		};
 
-		ret = pk_bp_add_file(t->bp, n->ino, raw, &ar.r);
+		ret = pk_bp_add_file(t->bp, n->ino, raw, n->path, &ar.r);
 		ctx->files_done++;
 		pk_progress(ctx, false);
 	}

@@ -3,12 +3,8 @@
  * sqfs-lazy-sign - add a signed block manifest to a SquashFS 4.0 image,
  * check one, or list the units it would cover (docs/manifest.md).
  *
- * Signing lists the image's units through the reader (src/image/units.c),
- * hashes them in one sequential pass (unit_hash.c), and writes body and
- * trailer after the zero padding that follows bytes_used, or to a file of
- * their own with --detached. An old manifest at that place is replaced,
- * so signing twice gives the same bytes (Ed25519 signatures are
- * deterministic). Verifying checks, in order: the manifest's structure,
+ * Signing is sign_image.c's, shared with sqfs-lazy-pack --sign. Verifying
+ * checks, in order: the manifest's structure,
  * its signature, that it names this image (superblock, size), every unit's
  * digest, and that its units are the ones this image's reader fetches.
  */
@@ -29,6 +25,7 @@
 #include "lsq/error.h"
 #include "lsq/image.h"
 #include "lsq/source.h"
+#include "tools/sign_image.h"
 #include "tools/unit_hash.h"
 
 #define PROG "sqfs-lazy-sign"
@@ -42,16 +39,6 @@ struct opts {
 	bool list;
 	bool verbose;
 	const char *image;
-};
-
-/* What the image's reader says about it: its units (NULL when it cannot
- * be opened or listed, with the reason in why). */
-struct image_facts {
-	struct lsq_unit *units;
-	size_t count;
-	uint64_t bytes_used;
-	char why[384]; /* fits in the callers' 512 with their words */
-	int ret;
 };
 
 static void usage(FILE *f)
@@ -79,42 +66,8 @@ static int die(const char *what, const char *reason)
 	return 1;
 }
 
-static void facts_fini(struct image_facts *f)
-{
-	free(f->units);
-	f->units = NULL;
-}
-
-/* Open the image with the reader and list its units. */
-static int read_facts(const char *path, struct image_facts *f)
-{
-	struct lsq_image_options io;
-	struct lsq_source *src;
-	struct lsq_image *img;
-	int ret;
-
-	memset(f, 0, sizeof(*f));
-	ret = lsq_source_file_open(path, 0, &src);
-	if (ret) {
-		snprintf(f->why, sizeof(f->why), "%s", strerror(errno));
-		return f->ret = ret;
-	}
-	lsq_image_options_default(&io);
-	io.decomp_contexts = 1;
-	ret = lsq_image_open(src, &io, &img, f->why, sizeof(f->why));
-	if (ret) {
-		lsq_source_destroy(src);
-		return f->ret = ret;
-	}
-	f->bytes_used = lsq_image_info(img)->bytes_used;
-	ret = lsq_image_units(img, &f->units, &f->count, f->why,
-			      sizeof(f->why));
-	lsq_image_close(img);
-	return f->ret = ret;
-}
-
 /* The kind of the unit at offset, from the reader's list, for messages. */
-static const char *kind_at(const struct image_facts *f, uint64_t offset)
+static const char *kind_at(const struct lsq_image_facts *f, uint64_t offset)
 {
 	size_t lo = 0, hi = f->count;
 
@@ -131,292 +84,38 @@ static const char *kind_at(const struct image_facts *f, uint64_t offset)
 	return "unit";
 }
 
-static int pread_full(int fd, void *buf, size_t len, uint64_t offset)
-{
-	uint8_t *p = buf;
-
-	while (len) {
-		ssize_t r = pread(fd, p, len, (off_t)offset);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return r ? LSQ_ERR_IO : LSQ_ERR_OUT_OF_BOUNDS;
-		p += r;
-		len -= (size_t)r;
-		offset += (uint64_t)r;
-	}
-	return LSQ_OK;
-}
-
-static int pwrite_full(int fd, const void *buf, size_t len, uint64_t offset)
-{
-	const uint8_t *p = buf;
-
-	while (len) {
-		ssize_t r = pwrite(fd, p, len, (off_t)offset);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return LSQ_ERR_IO;
-		p += r;
-		len -= (size_t)r;
-		offset += (uint64_t)r;
-	}
-	return LSQ_OK;
-}
-
-/* Whether [from, to) of the file holds only zero bytes. */
-static int all_zero(int fd, uint64_t from, uint64_t to, bool *zero)
-{
-	uint8_t buf[64 * 1024];
-
-	*zero = true;
-	while (from < to) {
-		size_t n = to - from < sizeof(buf) ? (size_t)(to - from)
-						   : sizeof(buf);
-		int ret = pread_full(fd, buf, n, from);
-
-		if (ret)
-			return ret;
-		for (size_t i = 0; i < n; i++)
-			if (buf[i]) {
-				*zero = false;
-				return LSQ_OK;
-			}
-		from += n;
-	}
-	return LSQ_OK;
-}
-
 /* ---- signing ---- */
-
-/* What may follow the padded filesystem of an image about to be signed:
- * nothing, an old manifest (replaced), or zeros (more padding). Anything
- * else is someone's data, which signing must not cut off. */
-static int check_tail(int fd, uint64_t size, uint64_t body_offset,
-		      char *why, size_t whylen)
-{
-	uint8_t magic[8];
-	bool zero;
-	int ret;
-
-	if (size <= body_offset)
-		return LSQ_OK;
-	if (size - body_offset >= sizeof(magic)) {
-		ret = pread_full(fd, magic, sizeof(magic), body_offset);
-		if (ret)
-			goto io;
-		if (!memcmp(magic, LSQ_MANIFEST_MAGIC, sizeof(magic)))
-			return LSQ_OK;
-	}
-	ret = all_zero(fd, body_offset, size, &zero);
-	if (ret)
-		goto io;
-	if (zero)
-		return LSQ_OK;
-	snprintf(why, whylen,
-		 "%llu bytes after the padded filesystem (from 0x%llx) are neither zeros nor a manifest; use --detached, or cut them off",
-		 (unsigned long long)(size - body_offset),
-		 (unsigned long long)body_offset);
-	return LSQ_ERR_INVALID;
-io:
-	snprintf(why, whylen, "cannot read the end of the file: %s",
-		 strerror(errno));
-	return ret;
-}
-
-/* Build body + trailer for the entries; *out is malloc'd. */
-static int build_manifest(const struct lsq_sign_key *key,
-			  const struct lsq_manifest_entry *e, size_t n,
-			  uint64_t bytes_used, uint64_t image_size,
-			  uint64_t body_offset, uint8_t **out, size_t *len)
-{
-	size_t body_len = (size_t)lsq_manifest_body_length((uint32_t)n);
-	struct lsq_manifest_trailer t;
-	uint8_t *buf;
-	int ret;
-
-	buf = malloc(body_len + LSQ_MANIFEST_TRAILER_SIZE);
-	if (!buf)
-		return LSQ_ERR_NOMEM;
-	lsq_manifest_encode_header(buf, (uint32_t)n, bytes_used, image_size);
-	for (size_t i = 0; i < n; i++)
-		lsq_manifest_encode_entry(buf + LSQ_MANIFEST_HEADER_SIZE +
-					  i * LSQ_MANIFEST_ENTRY_SIZE, &e[i]);
-	ret = lsq_manifest_sign(key, buf, body_len, body_offset, &t);
-	if (ret) {
-		free(buf);
-		return ret;
-	}
-	lsq_manifest_encode_trailer(buf + body_len, &t);
-	*out = buf;
-	*len = body_len + LSQ_MANIFEST_TRAILER_SIZE;
-	return LSQ_OK;
-}
-
-/* Write a detached manifest: a temporary file beside out, renamed over
- * it once complete, so out is either the old file or the whole new one. */
-static int write_detached(const char *out, const uint8_t *buf, size_t len,
-			  char *why, size_t whylen)
-{
-	size_t plen = strlen(out);
-	char *tmp = malloc(plen + 16);
-	int fd, ret;
-
-	if (!tmp)
-		return LSQ_ERR_NOMEM;
-	snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", out);
-	fd = mkstemp(tmp);
-	if (fd < 0) {
-		snprintf(why, whylen, "cannot create %s: %s", tmp,
-			 strerror(errno));
-		free(tmp);
-		return LSQ_ERR_IO;
-	}
-	ret = pwrite_full(fd, buf, len, 0);
-	if (!ret && (fchmod(fd, 0644) || fsync(fd)))
-		ret = LSQ_ERR_IO;
-	if (close(fd) && !ret)
-		ret = LSQ_ERR_IO;
-	if (!ret && rename(tmp, out))
-		ret = LSQ_ERR_IO;
-	if (ret) {
-		snprintf(why, whylen, "cannot write %s: %s", out,
-			 strerror(errno));
-		unlink(tmp);
-	}
-	free(tmp);
-	return ret;
-}
-
-/* Write the manifest into the image: zero padding (only where a byte is
- * not zero already), body and trailer at body_offset, the file cut right
- * after. Nothing below bytes_used is touched. */
-static int write_embedded(int fd, uint64_t size, uint64_t bytes_used,
-			  uint64_t body_offset, const uint8_t *buf, size_t len,
-			  char *why, size_t whylen)
-{
-	uint64_t pad_end = size < body_offset ? size : body_offset;
-	bool zero = true;
-	int ret = LSQ_OK;
-
-	if (pad_end > bytes_used)
-		ret = all_zero(fd, bytes_used, pad_end, &zero);
-	if (!ret && !zero) {
-		static const uint8_t zeros[LSQ_MANIFEST_ALIGN];
-
-		ret = pwrite_full(fd, zeros, (size_t)(pad_end - bytes_used),
-				  bytes_used);
-	}
-	if (!ret)
-		ret = pwrite_full(fd, buf, len, body_offset);
-	if (!ret && ftruncate(fd, (off_t)(body_offset + len)))
-		ret = LSQ_ERR_IO;
-	if (!ret && fsync(fd))
-		ret = LSQ_ERR_IO;
-	if (ret)
-		snprintf(why, whylen, "cannot write the manifest: %s",
-			 strerror(errno));
-	return ret;
-}
 
 static int sign(const struct opts *o)
 {
-	struct lsq_manifest_entry *e = NULL;
 	struct lsq_sign_key *key = NULL;
-	struct image_facts f;
-	struct lsq_manifest check;
-	uint64_t size, body_offset, image_size;
-	uint8_t *buf = NULL;
-	size_t len = 0;
+	struct lsq_signed_info info;
 	char why[512], hex[17];
-	struct stat st;
-	int fd, ret, rc = 1;
+	int ret;
 
 	ret = lsq_sign_key_load_private(o->key, &key, why, sizeof(why));
 	if (ret)
 		return die(NULL, why);
-	memset(&f, 0, sizeof(f));
-	fd = open(o->image, (o->detached ? O_RDONLY : O_RDWR) | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st)) {
-		snprintf(why, sizeof(why), "%s", strerror(errno));
-		goto fail;
-	}
-	size = (uint64_t)st.st_size;
-	if (read_facts(o->image, &f)) {
-		snprintf(why, sizeof(why), "%s", f.why);
-		goto fail;
-	}
-	if (f.count > UINT32_MAX ||
-	    lsq_manifest_body_offset(f.bytes_used, &body_offset)) {
-		snprintf(why, sizeof(why), "too many units (%zu)", f.count);
-		goto fail;
-	}
-	if (!o->detached &&
-	    check_tail(fd, size, body_offset, why, sizeof(why)))
-		goto fail;
-
-	e = calloc(f.count, sizeof(*e));
-	if (!e) {
-		snprintf(why, sizeof(why), "out of memory for %zu units",
-			 f.count);
-		goto fail;
-	}
-	for (size_t i = 0; i < f.count; i++) {
-		e[i].offset = f.units[i].offset;
-		e[i].length = f.units[i].length;
-	}
-	if (lsq_hash_units(fd, e, f.count, 0, why, sizeof(why)))
-		goto fail;
-
-	image_size = o->detached ? size :
-		     body_offset + lsq_manifest_body_length((uint32_t)f.count) +
-		     LSQ_MANIFEST_TRAILER_SIZE;
-	ret = build_manifest(key, e, f.count, f.bytes_used, image_size,
-			     o->detached ? 0 : body_offset, &buf, &len);
+	ret = lsq_sign_image(o->image, key, o->detached, &info, why,
+			     sizeof(why));
 	if (ret) {
-		snprintf(why, sizeof(why), "cannot sign: %s",
-			 lsq_strerror(ret));
-		goto fail;
+		lsq_sign_key_destroy(key);
+		return die(o->image, why);
 	}
-	/* What we write must be what a mount accepts. */
-	ret = lsq_manifest_parse(buf, len, &check, why, sizeof(why));
-	if (ret)
-		goto fail;
-	lsq_manifest_fini(&check);
-
-	if (o->detached)
-		ret = write_detached(o->detached, buf, len, why, sizeof(why));
-	else
-		ret = write_embedded(fd, size, f.bytes_used, body_offset, buf,
-				     len, why, sizeof(why));
-	if (ret)
-		goto fail;
 	if (o->verbose) {
 		lsq_sign_key_id_hex(lsq_sign_key_id(key), hex);
 		if (o->detached)
 			printf("%s: signed %zu units with key id %s; manifest of %zu bytes written to %s\n",
-			       o->image, f.count, hex, len, o->detached);
+			       o->image, info.units, hex, info.manifest_len,
+			       o->detached);
 		else
 			printf("%s: signed %zu units with key id %s; manifest of %zu bytes at 0x%llx, file now %llu bytes\n",
-			       o->image, f.count, hex, len,
-			       (unsigned long long)body_offset,
-			       (unsigned long long)image_size);
+			       o->image, info.units, hex, info.manifest_len,
+			       (unsigned long long)info.body_offset,
+			       (unsigned long long)info.image_size);
 	}
-	rc = 0;
-	goto out;
-fail:
-	die(o->image, why);
-out:
-	if (fd >= 0)
-		close(fd);
-	free(buf);
-	free(e);
-	facts_fini(&f);
 	lsq_sign_key_destroy(key);
-	return rc;
+	return 0;
 }
 
 /* ---- verifying ---- */
@@ -450,7 +149,7 @@ static int load_manifest(const struct opts *o, int fd, uint64_t size,
 		ret = LSQ_ERR_NOT_FOUND;
 		goto out;
 	}
-	ret = pread_full(mfd, tb, sizeof(tb), end - sizeof(tb));
+	ret = lsq_pread_full(mfd, tb, sizeof(tb), end - sizeof(tb));
 	if (ret) {
 		snprintf(why, whylen, "cannot read the manifest trailer: %s",
 			 strerror(errno));
@@ -497,7 +196,7 @@ static int load_manifest(const struct opts *o, int fd, uint64_t size,
 		ret = LSQ_ERR_NOMEM;
 		goto out;
 	}
-	ret = pread_full(mfd, *out, *len, from);
+	ret = lsq_pread_full(mfd, *out, *len, from);
 	if (ret) {
 		snprintf(why, whylen, "cannot read the manifest: %s",
 			 strerror(errno));
@@ -516,7 +215,7 @@ static int check_binding(int fd, uint64_t size, const struct lsq_manifest *m,
 {
 	uint8_t sb[SQUASHFS_SUPERBLOCK_SIZE];
 
-	if (size < sizeof(sb) || pread_full(fd, sb, sizeof(sb), 0)) {
+	if (size < sizeof(sb) || lsq_pread_full(fd, sb, sizeof(sb), 0)) {
 		snprintf(why, whylen, "cannot read the superblock");
 		return LSQ_ERR_IO;
 	}
@@ -525,7 +224,7 @@ static int check_binding(int fd, uint64_t size, const struct lsq_manifest *m,
 
 /* Every unit's digest, then the list against the reader's own. */
 static int check_units(int fd, const struct lsq_manifest *m,
-		       const struct image_facts *f, char *why, size_t whylen)
+		       const struct lsq_image_facts *f, char *why, size_t whylen)
 {
 	struct lsq_manifest_entry *e;
 	size_t bad = 0, first = 0;
@@ -589,7 +288,7 @@ static int verify(const struct opts *o)
 {
 	struct lsq_sign_key *keys[MAX_KEYS] = { 0 };
 	struct lsq_manifest m = { 0 };
-	struct image_facts f;
+	struct lsq_image_facts f;
 	uint8_t *buf = NULL;
 	size_t len = 0, which = 0;
 	uint64_t size, covered = 0;
@@ -618,7 +317,7 @@ static int verify(const struct opts *o)
 		goto fail;
 	/* best effort: a damaged image may not open, and the digests
 	 * will say where it is damaged */
-	read_facts(o->image, &f);
+	lsq_image_facts_read(o->image, &f);
 	if (check_units(fd, &m, &f, why, sizeof(why)))
 		goto fail;
 	for (uint32_t i = 0; i < m.count; i++)
@@ -637,7 +336,7 @@ out:
 		close(fd);
 	lsq_manifest_fini(&m);
 	free(buf);
-	facts_fini(&f);
+	lsq_image_facts_fini(&f);
 	for (unsigned i = 0; i < o->npub; i++)
 		lsq_sign_key_destroy(keys[i]);
 	return rc;
@@ -647,11 +346,11 @@ out:
 
 static int list(const struct opts *o)
 {
-	struct image_facts f;
+	struct lsq_image_facts f;
 	uint64_t covered = 0;
 
-	if (read_facts(o->image, &f)) {
-		facts_fini(&f);
+	if (lsq_image_facts_read(o->image, &f)) {
+		lsq_image_facts_fini(&f);
 		return die(o->image, f.why);
 	}
 	for (size_t i = 0; i < f.count; i++) {
@@ -663,7 +362,7 @@ static int list(const struct opts *o)
 		fprintf(stderr, "%s: %zu units, %llu of %llu bytes\n", o->image,
 			f.count, (unsigned long long)covered,
 			(unsigned long long)f.bytes_used);
-	facts_fini(&f);
+	lsq_image_facts_fini(&f);
 	return 0;
 }
 

@@ -648,3 +648,130 @@ def test_help_matches_man_page():
     assert opts(man) <= opts(out) | {"--help", "--version"}
     assert {"--key", "--verify", "--detached", "--list",
             "--verbose"} <= opts(man)
+
+
+# --------------------------------------------------------------------------
+# sqfs-lazy-pack --sign: the same manifest while packing
+# --------------------------------------------------------------------------
+
+def pack_run(*args):
+    return subprocess.run([packer(), *map(str, args)], capture_output=True,
+                          text=True, timeout=300)
+
+
+def leftovers(d):
+    """Temporary files the packer or signer may have left in d."""
+    return sorted(n for n in os.listdir(d) if n.startswith(".") or
+                  ".tmp." in n)
+
+
+@pytest.mark.parametrize("jobs", [["-j", "1"], ["-j", "2"], ["--serial"]],
+                         ids=["j1", "j2", "serial"])
+def test_pack_sign_is_pack_then_sign(jobs, base, tree, keys):
+    """pack --sign KEY gives the bytes of pack, then sqfs-lazy-sign --key
+    KEY, for every -j; both verify."""
+    d = base / ("packsign-%s" % jobs[-1].lstrip("-"))
+    d.mkdir(exist_ok=True)
+    both = str(d / "both.sqfs")
+    r = pack_run("-q", *jobs, "--sign", keys["a"]["priv"], tree, both)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    apart = str(d / "apart.sqfs")
+    r = pack_run("-q", *jobs, tree, apart)
+    assert r.returncode == 0, r.stderr
+    r = sign("--key", keys["a"]["priv"], apart)
+    assert r.returncode == 0, r.stderr
+    assert read(both) == read(apart)
+    assert read(both)[-8:] == END_MAGIC
+    r = sign("--verify", keys["a"]["pub"], both)
+    assert r.returncode == 0, r.stderr
+    # with --reuse-layout too: the manifest covers what the layout wrote
+    r = pack_run("-q", *jobs, "--reuse-layout", "--sign", keys["b"]["priv"],
+                 tree, str(d / "reuse.sqfs"))
+    assert r.returncode == 0, r.stderr
+    assert sign("--verify", keys["b"]["pub"],
+                str(d / "reuse.sqfs")).returncode == 0
+    assert leftovers(str(d)) == []
+    shutil.rmtree(str(d))
+
+
+def test_pack_sign_summary_line(base, tree, keys):
+    out = str(base / "packsign-summary.sqfs")
+    r = pack_run("--sign", keys["a"]["priv"], tree, out)
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    assert re.search(r": signed \d+ units, manifest of \d+ bytes, file %d "
+                     r"bytes$" % os.path.getsize(out), lines[-1]), lines
+    os.unlink(out)
+
+
+def contents(root):
+    """rel path -> kind and content (regular files: SHA-256, symlinks:
+    target), mode: what a reader must give back of the source."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for n in dirnames + filenames:
+            p = os.path.join(dirpath, n)
+            st = os.lstat(p)
+            rec = [stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode)]
+            if stat.S_ISREG(st.st_mode):
+                rec.append(hashlib.sha256(read(p)).hexdigest())
+            elif stat.S_ISLNK(st.st_mode):
+                rec.append(os.readlink(p))
+            out[os.path.relpath(p, root)] = rec
+    return out
+
+
+def test_pack_signed_image_reads_as_the_source(base, tree, keys, mounter):
+    """The kernel (loop mount) and unsquashfs read a pack --sign image as
+    the source tree."""
+    util.require(util.have_tool("unsquashfs"), "unsquashfs not installed")
+    img = str(base / "packsign-read.sqfs")
+    r = pack_run("-q", "-j", "2", "--sign", keys["a"]["priv"], tree, img)
+    assert r.returncode == 0, r.stderr
+    want = contents(tree)
+    assert len(want) > 300
+    k = mounter.kernel(img)
+    assert contents(k.mnt) == want
+    assert snapshot(k.mnt, with_ino=False)["big"][-2] == \
+        hashlib.sha256(read(os.path.join(tree, "big"))).hexdigest()
+    x = str(base / "packsign-x")
+    shutil.rmtree(x, ignore_errors=True)
+    util.run(["unsquashfs", "-n", "-q", "-d", x, img], timeout=300)
+    assert contents(x) == want
+    shutil.rmtree(x)
+
+
+def test_pack_sign_bad_key(base, tree, keys):
+    """A key that cannot sign: one line naming it, exit 1, nothing packed,
+    no OUTPUT and no temporary file; an existing OUTPUT is left as it
+    was."""
+    d = base / "packsign-bad"
+    d.mkdir(exist_ok=True)
+    junk = write(str(d / "junk.pem"), b"not a key\n")
+    os.chmod(junk, 0o600)
+    loose = str(d / "loose.pem")
+    shutil.copyfile(keys["a"]["priv"], loose)
+    os.chmod(loose, 0o644)
+    cases = {
+        "missing": (str(d / "missing.pem"), "No such file"),
+        "junk": (junk, "junk.pem"),
+        "public": (keys["a"]["pub"], "a.pem.pub"),
+        "loose": (loose, "readable by group or others"),
+    }
+    out = str(d / "out.sqfs")
+    for name, (key, want) in cases.items():
+        r = pack_run("-q", "--sign", key, tree, out)
+        assert r.returncode == 1, (name, r.returncode, r.stderr)
+        lines = r.stderr.splitlines()
+        assert len(lines) == 1, (name, r.stderr)
+        assert lines[0].startswith("sqfs-lazy-pack: ") and \
+            want in lines[0], (name, lines[0])
+        assert not os.path.exists(out), name
+        assert leftovers(str(d)) == [], name
+    # with --force over an existing image: that image stays
+    old = write(out, b"the old image")
+    r = pack_run("-q", "--force", "--sign", junk, tree, out)
+    assert r.returncode == 1 and len(r.stderr.splitlines()) == 1, r.stderr
+    assert read(old) == b"the old image"
+    assert leftovers(str(d)) == []
+    shutil.rmtree(str(d))

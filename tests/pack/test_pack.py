@@ -46,6 +46,11 @@ MATRIX += [
     pytest.param("gzip", ["-c", "gzip", "-l", "1"], {}, id="gzip-level1"),
     pytest.param("zstd", ["-c", "zstd", "-l", "3", "-b", "64K"], {},
                  id="zstd-level3-64K"),
+    pytest.param("gzip", ["-c", "gzip", "--reuse-layout"], {},
+                 id="gzip-reuse"),
+    pytest.param("zstd", ["-c", "zstd", "-b", "4K", "--reuse-layout=1K",
+                          "--always-fragments"], {},
+                 id="zstd-4K-reuse1K-alwaysfrag"),
 ]
 
 XPREFIXES = ("user.", "trusted.", "security.")
@@ -192,8 +197,12 @@ def sha(path):
 
 
 @pytest.mark.parametrize("args", [["-c", "gzip", "-b", "4K"],
-                                  ["-c", "zstd"]],
-                         ids=["gzip-4K", "zstd-128K"])
+                                  ["-c", "zstd"],
+                                  ["-c", "gzip", "--reuse-layout"],
+                                  ["-c", "zstd", "-b", "4K",
+                                   "--reuse-layout=1K"]],
+                         ids=["gzip-4K", "zstd-128K", "gzip-reuse",
+                              "zstd-4K-reuse1K"])
 def test_determinism(args, tree, base):
     digests = {}
     runs = [["--serial"]] + [["-j", str(j)] for j in (1, 2, 4, 8)
@@ -387,7 +396,10 @@ def test_jobs_are_worker_threads(base):
 def test_bad_options(base, tree):
     for args in (["-b", "3000"], ["-b", "2M"], ["-c", "nope"],
                  ["-l", "30", "-c", "gzip"], ["--xz-bcj", "x86"],
-                 ["--no-fragments", "--always-fragments"], ["-j", "0"]):
+                 ["--no-fragments", "--always-fragments"], ["-j", "0"],
+                 ["--reuse-layout=100"], ["--reuse-layout=2M"],
+                 ["--reuse-layout", "--no-fragments"],
+                 ["--reuse-layout=x"]):
         r = pack(tree, os.path.join(base, "bad.sqfs"), *args, check=False)
         assert r.returncode != 0, args
         assert not os.path.exists(os.path.join(base, "bad.sqfs"))

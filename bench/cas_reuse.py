@@ -11,7 +11,8 @@ usage: bench/cas_reuse.py [--tree DIR] [--changed 0.05] [--seed 19]
 
   --tree      the v1 tree (default /usr/lib/python3; regular files and
               symlinks are copied, nothing else)
-  --packers   comma list of: lazy (sqfs-lazy-pack, defaults), mksquashfs
+  --packers   comma list of: lazy (sqfs-lazy-pack, defaults), lazy-reuse
+              (--reuse-layout), lazy-nofrag (--no-fragments), mksquashfs
               (its defaults), mksquashfs-nofrag (-no-fragments)
   --out       results folder (default bench/results/UTC-cas-reuse)
 
@@ -43,6 +44,12 @@ PACKERS = {
     "lazy": lambda b, src, out: [os.path.join(b, "src", "pack",
                                               "sqfs-lazy-pack"), "-q",
                                  src, out],
+    "lazy-reuse": lambda b, src, out: [os.path.join(b, "src", "pack",
+                                                    "sqfs-lazy-pack"), "-q",
+                                       "--reuse-layout", src, out],
+    "lazy-nofrag": lambda b, src, out: [os.path.join(b, "src", "pack",
+                                                     "sqfs-lazy-pack"), "-q",
+                                        "--no-fragments", src, out],
     "mksquashfs": lambda b, src, out: ["mksquashfs", src, out, "-noappend",
                                        "-quiet", "-no-progress"],
     "mksquashfs-nofrag": lambda b, src, out: [
@@ -165,7 +172,9 @@ def main():
     ap.add_argument("--tree", default="/usr/lib/python3")
     ap.add_argument("--changed", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=19)
-    ap.add_argument("--packers", default="lazy,mksquashfs,mksquashfs-nofrag")
+    ap.add_argument("--packers",
+                    default="lazy,lazy-reuse,lazy-nofrag,mksquashfs,"
+                    "mksquashfs-nofrag")
     ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
     ap.add_argument("--out")
     ap.add_argument("--work", default="/tmp/sqfs-lazy-bench-reuse")

@@ -12,6 +12,9 @@
 #   --share K        each mount reads every K-th regular file (default 3)
 #   --usr-mib M      size of the /usr subset packed into the image (128)
 #   --slices LIST    the tier's slice sizes (default 1m; e.g. 1m,256k)
+#   --delays LIST    ms added between the nginx origin and its clients (the
+#                    mounts of the direct rows, the tier) by latency_proxy.py
+#                    (default 0; e.g. 0,20); the S3 rows run without
 #   --origins LIST   nginx,s3 (default both; s3 needs versitygw from
 #                    scripts/install-versitygw.sh, else its rows are left out)
 #   --build DIR      meson build dir (default $SQFS_BENCH_BUILD or <repo>/build)
@@ -28,7 +31,7 @@ BENCH_PROG=tier.sh
 # shellcheck source=bench/lib.sh
 . "$here/lib.sh"
 
-mounts=10 share=3 usr_mib=128 slices=1m origins=nginx,s3
+mounts=10 share=3 usr_mib=128 slices=1m delays=0 origins=nginx,s3
 build=${SQFS_BENCH_BUILD:-$repo/build}
 work=${SQFS_BENCH_WORK:-/tmp/sqfs-lazy-tier}
 results=${SQFS_BENCH_RESULTS:-$here/results}
@@ -38,11 +41,12 @@ while [ $# -gt 0 ]; do
 	--share) share=${2:?}; shift ;;
 	--usr-mib) usr_mib=${2:?}; shift ;;
 	--slices) slices=${2:?}; shift ;;
+	--delays) delays=${2:?}; shift ;;
 	--origins) origins=${2:?}; shift ;;
 	--build) build=${2:?}; shift ;;
 	--work) work=${2:?}; shift ;;
 	--results) results=${2:?}; shift ;;
-	-h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown option $1 (try --help)" ;;
 	esac
 	shift
@@ -73,6 +77,7 @@ trap 'exit 130' INT TERM
 	printf 'cmdline\t%s\n' "$cmdline"
 	printf 'build\t%s\n' "$build"
 	printf 'git_commit\t%s\n' "$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo -)"
+	printf 'git_dirty_files\t%s\n' "$(git -C "$repo" status --porcelain 2>/dev/null | grep -vc '^??' || true)"
 	printf 'nproc\t%s\n' "$(nproc)"
 	printf 'loadavg_start\t%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
 	printf 'nginx_version\t%s\n' "$(nginx -v 2>&1 | sed 's/^nginx version: //')"
@@ -80,6 +85,6 @@ trap 'exit 130' INT TERM
 
 python3 "$here/tier_bench.py" --build "$build" --work "$work" --run "$run" \
 	--mounts "$mounts" --share "$share" --usr-mib "$usr_mib" \
-	--slices "$slices" --origins "$origins"
+	--slices "$slices" --delays "$delays" --origins "$origins"
 printf 'loadavg_end\t%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$run/meta.tsv"
 echo "results: $run"

@@ -60,6 +60,16 @@ UPSTREAM_LOG = ("log_format upstream '$upstream_addr $upstream_status "
 
 
 class BenchTier(NginxTier):
+    lock = True
+
+    def server_conf(self):
+        conf = super().server_conf()
+        if not self.lock:
+            conf = conf.replace("proxy_cache_lock on;",
+                                "proxy_cache_lock off;")
+            assert "proxy_cache_lock off;" in conf
+        return conf
+
     def http_extra(self):
         return super().http_extra() + "\n  " + UPSTREAM_LOG % self.dir
 
@@ -293,12 +303,84 @@ def client_counter(client):
             sum(c.get("http_bytes", 0) for c in client))
 
 
-def fresh_tier(args, origin_host, tag, slice_size):
+def fresh_tier(args, origin_host, slice_size, lock=True):
     """A tier with an empty cache."""
-    d = os.path.join(args.work, "tier-" + tag)
+    d = os.path.join(args.work, "tier")
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
-    return BenchTier(d, origin_host, slice_size=slice_size).start()
+    t = BenchTier(d, origin_host, slice_size=slice_size)
+    t.lock = lock
+    return t.start()
+
+
+class Delay:
+    """bench/latency_proxy.py in front of host:port, adding ms to every
+    request (and to each new connection, as a WAN handshake)."""
+
+    def __init__(self, work, target, ms):
+        self.portfile = os.path.join(work, "delay.port")
+        if os.path.exists(self.portfile):
+            os.unlink(self.portfile)
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "latency_proxy.py"),
+             "--target", target, "--delay-ms", str(ms), "--handshake",
+             "--port-file", self.portfile, "--parent-pid", str(os.getpid())],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while not os.path.exists(self.portfile) or \
+                not open(self.portfile).read().strip():
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise RuntimeError("latency_proxy did not start")
+            time.sleep(0.05)
+        self.host = "127.0.0.1:%s" % open(self.portfile).read().strip()
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+def tier_rows(args, rows, raw, origin, host, url_of, count, slices,
+              lock_off_too):
+    """For each slice size: one mount, then N mounts, each on a cold tier;
+    then the N mounts again on the warm tier of the N-mount row."""
+    base = dict(origin)
+    for sl in slices:
+        for lock in ((True, False) if lock_off_too and sl == slices[0]
+                     else (True,)):
+            for n in (1, args.mounts):
+                tier = fresh_tier(args, host, sl, lock)
+                how = "tier " + sl + ("" if lock else " no lock")
+                name = "%s-%d-%s" % (base["origin"], n,
+                                     how.replace(" ", "-"))
+                try:
+                    for warm in ((False, True) if n > 1 and lock
+                                 else (False,)):
+                        count.reset()
+                        log("row", name + (" warm" if warm else ""))
+                        r = run_row(args, name + ("-warm" if warm else ""),
+                                    url_of(tier), ["retries=5"], n,
+                                    count, raw)
+                        r.update(base, how=how, slice=sl, lock=lock,
+                                 warm=warm)
+                        rows.append(r)
+                finally:
+                    tier.stop()
+                    shutil.copy(os.path.join(tier.dir, "error.log"),
+                                os.path.join(raw, name + ".error.log"))
+
+
+class Count:
+    """What the origin served since the last reset."""
+
+    def __init__(self, fn, reset=None):
+        self.fn, self.reset_fn = fn, reset
+
+    def reset(self):
+        if self.reset_fn:
+            self.reset_fn()
+
+    def __call__(self, client):
+        return self.fn(client)
 
 
 def main():
@@ -312,6 +394,9 @@ def main():
     ap.add_argument("--slices", default="1m",
                     help="the tier's slice sizes, comma-separated")
     ap.add_argument("--origins", default="nginx,s3")
+    ap.add_argument("--delays", default="0",
+                    help="ms added in front of the nginx origin (for the "
+                    "mounts straight from it and for the tier alike)")
     ap.add_argument("--versitygw", default=os.path.join(
         os.environ.get("LSQ_TEST_CACHE", "/var/cache/sqfs-lazy-tests"),
         "bin", VERSITYGW, "versitygw"))
@@ -354,31 +439,31 @@ def main():
         shutil.rmtree(od, ignore_errors=True)
         os.makedirs(od)
         origin = Nginx(od, www).start()
+        count = Count(nginx_counter(origin), origin.clear_log)
         try:
-            count = nginx_counter(origin)
-            url = origin.url("image.sqfs")
-            for name, n in (("nginx-1-direct", 1),
-                            ("nginx-%d-direct" % args.mounts, args.mounts)):
-                origin.clear_log()
-                log("row", name)
-                rows.append(run_row(args, name, url, opts, n, count, raw))
-            for sl in args.slices:
-                for n in (1, args.mounts):
-                    tier = fresh_tier(args, "127.0.0.1:%d" % origin.port,
-                                      "nginx", sl)
-                    name = "nginx-%d-tier-%s" % (n, sl)
-                    try:
-                        origin.clear_log()
+            for ms in [int(x) for x in args.delays.split(",")]:
+                delay = Delay(args.work, "127.0.0.1:%d" % origin.port, ms) \
+                    if ms else None
+                host = delay.host if delay else "127.0.0.1:%d" % origin.port
+                base = {"origin": "nginx" + ("+%dms" % ms if ms else ""),
+                        "delay_ms": ms}
+                try:
+                    for n in (1, args.mounts):
+                        name = "%s-%d-direct" % (base["origin"], n)
+                        count.reset()
                         log("row", name)
-                        r = run_row(args, name, tier.url("image.sqfs"), opts,
-                                    n, count, raw)
-                        (r["tier_upstream_requests"],
-                         r["tier_upstream_bytes"]) = tier.upstream()
+                        r = run_row(args, name,
+                                    "http://%s/image.sqfs" % host, opts, n,
+                                    count, raw)
+                        r.update(base, how="direct", slice="-", lock=False,
+                                 warm=False)
                         rows.append(r)
-                    finally:
-                        tier.stop()
-                        shutil.copy(os.path.join(tier.dir, "error.log"),
-                                    os.path.join(raw, name + ".error.log"))
+                    tier_rows(args, rows, raw, base, host,
+                              lambda t: t.url("image.sqfs"), count,
+                              args.slices, lock_off_too=(ms == 0))
+                finally:
+                    if delay:
+                        delay.stop()
         finally:
             origin.stop()
             shutil.copy(origin.access, os.path.join(raw, "origin.access.log"))
@@ -400,89 +485,103 @@ def main():
                 s3url = "s3://%s/image.sqfs" % BUCKET
                 s3opts = opts + ["endpoint=http://" + s3.host,
                                  "credentials_file=" + creds]
-                for name, n in (("s3-1-direct", 1),
-                                ("s3-%d-direct" % args.mounts, args.mounts)):
+                base = {"origin": "s3", "delay_ms": 0}
+                for n in (1, args.mounts):
+                    name = "s3-%d-direct" % n
                     log("row", name)
-                    rows.append(run_row(args, name, s3url, s3opts, n,
-                                        client_counter, raw))
-                for sl in args.slices:
-                    for n in (1, args.mounts):
-                        tier = fresh_tier(args, s3.host, "s3", sl)
-                        name = "s3-%d-tier-%s" % (n, sl)
-                        try:
-                            url = "http://127.0.0.1:%d%s" % (
-                                tier.port,
-                                presign(s3.host, BUCKET, "image.sqfs"))
-                            log("row", name)
-                            rows.append(run_row(
-                                args, name, url, opts, n,
-                                lambda _c: tier.upstream(), raw))
-                        finally:
-                            tier.stop()
-                            shutil.copy(os.path.join(tier.dir, "error.log"),
-                                        os.path.join(raw,
-                                                     name + ".error.log"))
+                    r = run_row(args, name, s3url, s3opts, n,
+                                client_counter, raw)
+                    r.update(base, how="direct", slice="-", lock=False,
+                             warm=False)
+                    rows.append(r)
+                holder = {}
+
+                def url_of(tier):
+                    # one presigned URL per tier: its query string is part
+                    # of the cache key, a new signature would miss it all
+                    if holder.get("tier") is not tier:
+                        holder["tier"] = tier
+                        holder["url"] = "http://127.0.0.1:%d%s" % (
+                            tier.port,
+                            presign(s3.host, BUCKET, "image.sqfs"))
+                    return holder["url"]
+                count = Count(lambda _c: holder["tier"].upstream(),
+                              lambda: holder.get("tier") and
+                              open(os.path.join(holder["tier"].dir,
+                                                "upstream.log"), "w").close())
+                tier_rows(args, rows, raw, base, s3.host, url_of, count,
+                          args.slices, lock_off_too=False)
             finally:
                 s3.stop()
 
-    # ratios to one mount straight from the same origin, and for tier rows
-    # to one mount through a cold tier of the same slice size
-    one = {}
+    report(args, size, rows)
+
+
+def report(args, size, rows):
+    # ratios: to one mount straight from the same origin (and delay), and
+    # for tier rows to one mount through a cold tier of the same kind
+    def key(r, **kw):
+        d = dict(origin=r["origin"], how=r["how"], mounts=r["mounts"],
+                 warm=r["warm"])
+        d.update(kw)
+        return tuple(sorted(d.items()))
+    index = {key(r): r for r in rows}
     for r in rows:
-        if r["mounts"] == 1:
-            one[r["row"].split("-", 2)[0] + "|" +
-                r["row"].split("-", 2)[2]] = r
-    for r in rows:
-        org, _n, how = r["row"].split("-", 2)
-        u = one.get(org + "|direct")
+        u = index.get(key(r, how="direct", mounts=1, warm=False))
         if u and u["origin_bytes"]:
             r["bytes_vs_one"] = round(r["origin_bytes"] / u["origin_bytes"],
                                       3)
             r["requests_vs_one"] = round(r["origin_requests"] /
                                          max(1, u["origin_requests"]), 3)
-        t = one.get(org + "|" + how)
-        if how != "direct" and t and t["origin_bytes"]:
+            r["wall_vs_one"] = round(r["wall_s"] / max(0.01, u["wall_s"]), 2)
+        t = index.get(key(r, mounts=1, warm=False))
+        if r["how"] != "direct" and t and t["origin_bytes"]:
             r["bytes_vs_one_tier"] = round(r["origin_bytes"] /
                                            t["origin_bytes"], 3)
     res = {"image_bytes": size, "mounts": args.mounts, "share": args.share,
-           "slices": args.slices, "rows": rows}
+           "slices": args.slices, "delays_ms": args.delays, "rows": rows}
     with open(os.path.join(args.run, "results.json"), "w") as f:
         json.dump(res, f, indent=1)
-    lines = ["| row | mounts | origin requests | origin MiB | bytes x one "
-             "mount straight | requests x one mount straight | bytes x one "
-             "mount through the tier | wall s | same bytes read |",
-             "|---|---|---|---|---|---|---|---|---|"]
 
     def x(r, k):
         return "%.2fx" % r[k] if k in r else "-"
+    lines = ["| origin | path | mounts | origin requests | origin MiB | "
+             "bytes x one mount straight | requests x one mount straight | "
+             "bytes x one mount through the tier | wall s |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        lines.append("| %s | %d | %d | %.1f | %s | %s | %s | %.1f | %s |"
-                     % (r["row"], r["mounts"], r["origin_requests"],
+        lines.append("| %s | %s | %d | %d | %.1f | %s | %s | %s | %.1f |"
+                     % (r["origin"], r["how"] + (", warm" if r["warm"]
+                                                  else ""),
+                        r["mounts"], r["origin_requests"],
                         r["origin_bytes"] / 2**20, x(r, "bytes_vs_one"),
                         x(r, "requests_vs_one"), x(r, "bytes_vs_one_tier"),
-                        r["wall_s"], "yes" if r["same_bytes"] else "NO"))
+                        r["wall_s"]))
     w = rows[0] if rows else None
     digests = {r["digest"] for r in rows}
+    same = len(digests) == 1 and all(r["same_bytes"] for r in rows)
     head = ["Image: %d bytes (%.1f MiB), zstd, 128 KiB blocks, a %d MiB "
-            "subset of /usr. Workload per mount: walk + lstat of %s entries, "
-            "read every %s. regular file (%s files, %.1f MiB). Tier: nginx "
-            "proxy_cache + slice (%s), proxy_cache_lock on; an empty cache "
-            "for every row. Every mount of every row read the same bytes: "
-            "%s." % (
+            "subset of /usr. Workload of every mount: walk + lstat of %s "
+            "entries, read every %d. regular file in path order (%s files, "
+            "%.1f MiB). Tier: nginx proxy_cache + slice, proxy_cache_lock "
+            "on unless said; a cold row starts with an empty cache, a warm "
+            "row runs the same mounts again on the tier its cold row "
+            "filled. Every mount of every row read the same bytes: %s. "
+            "wall s: from the first mount command to the last mount's end "
+            "of the workload." % (
                 size, size / 2**20, args.usr_mib,
                 w["entries"] if w else "?", args.share,
                 w["files_read"] if w else "?",
                 (w["bytes_read"] / 2**20) if w else 0,
-                ", ".join(args.slices),
-                "yes" if len(digests) == 1 and
-                all(r["same_bytes"] for r in rows) else "NO"), ""]
+                "yes" if same else "NO"), ""]
     targets = []
     for r in rows:
-        if "tier" in r["row"] and r["mounts"] > 1 and "bytes_vs_one" in r:
+        if r["how"].startswith("tier") and r["mounts"] > 1 and \
+                not r["warm"] and r["lock"] and "bytes_vs_one" in r:
             targets.append(
-                "%s: origin bytes %.2fx one mount straight from the origin "
+                "%s %s, %d mounts: origin bytes %.2fx one mount straight "
                 "(target <= 1.2x): %s; %s one mount through the tier" % (
-                    r["row"], r["bytes_vs_one"],
+                    r["origin"], r["how"], r["mounts"], r["bytes_vs_one"],
                     "PASS" if r["bytes_vs_one"] <= 1.2 else "MISS",
                     x(r, "bytes_vs_one_tier")))
     text = "\n".join(head + lines + [""] + targets) + "\n"

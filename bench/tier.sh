@@ -58,10 +58,11 @@ for t in mksquashfs curl nginx python3 fusermount3; do
 done
 build=$(cd "$build" && pwd)
 
-run=$results/$(date -u +%Y%m%dT%H%M%SZ)-tier
-mkdir -p "$run/raw" "$work/mnt"
+mkdir -p "$work/mnt"
 exec 9>"$work/lock"
 flock -n 9 || die "another run uses $work"
+run=$results/$(date -u +%Y%m%dT%H%M%SZ)-tier
+mkdir -p "$run/raw"
 
 cleanup() {
 	local m

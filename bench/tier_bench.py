@@ -20,7 +20,8 @@ The tier cannot sign requests, so the mounts through it read a presigned
 URL (SigV4 query string, signed here with the test account) over http://;
 straight from S3 they mount s3://BUCKET/KEY with a credentials file.
 
-Standard library only; writes results.json, table.md, meta.tsv and raw/.
+Standard library only; writes results.json, table.md and raw/ into the
+run folder (tier.sh writes meta.tsv).
 """
 
 import argparse
@@ -30,7 +31,6 @@ import hashlib
 import hmac
 import json
 import os
-import platform
 import shutil
 import signal
 import socket

@@ -84,9 +84,13 @@ def nginx_binary():
 
 
 # One line per request; entries() splits it on the quotes.
+# The fields after $server_protocol were added for the caching tier
+# (tests/http/test_tier.py): the body alone, and the cache's verdict ("-"
+# where nginx is not a cache).
 LOG_FORMAT = ("'$request_method $status $bytes_sent \"$http_range\" "
               "\"$http_if_range\" \"$http_user_agent\" \"$request_uri\" "
-              "$connection $server_protocol'")
+              "$connection $server_protocol $body_bytes_sent "
+              "$upstream_cache_status'")
 
 # In the foreground, one process and our child: stop() ends all of it.
 # tcp_nopush stays at its default (off): with it, answers of about 64 KiB
@@ -106,7 +110,8 @@ http {
   fastcgi_temp_path %(dir)s/tmp; uwsgi_temp_path %(dir)s/tmp;
   scgi_temp_path %(dir)s/tmp;
   keepalive_requests 100000;
-  server { %(listen)s %(tls)s root %(root)s; }
+  %(http_extra)s
+  server { %(listen)s %(tls)s %(server)s }
 }
 """
 
@@ -115,9 +120,10 @@ class Nginx:
     """nginx serving `root` on 127.0.0.1 (HTTPS and HTTP/2 with
     tls=(cert, key)); `workdir` holds its config, logs and pid file."""
 
-    def __init__(self, workdir, root, tls=None):
+    def __init__(self, workdir, root, tls=None, server_extra=""):
         self.dir = str(workdir)
-        self.root = str(root)
+        self.root = str(root) if root is not None else None
+        self.server_extra = server_extra
         self.tls = tls
         self.cert = tls[0] if tls else None
         self.port = None
@@ -144,7 +150,9 @@ class Nginx:
             with open(conf, "w") as f:
                 f.write(CONFIG % {"dir": self.dir, "access": self.access,
                                   "fmt": LOG_FORMAT, "listen": listen,
-                                  "tls": tls, "root": self.root})
+                                  "tls": tls,
+                                  "http_extra": self.http_extra(),
+                                  "server": self.server_conf()})
             # stderr to a file: a pipe nobody reads could fill and stall it
             with open(os.path.join(self.dir, "stderr.log"), "wb") as err:
                 self.proc = subprocess.Popen(
@@ -163,6 +171,15 @@ class Nginx:
             with open(os.path.join(self.dir, "stderr.log"), "rb") as f:
                 last = f.read().decode(errors="replace")
         raise RuntimeError("nginx did not start: %s" % last)
+
+    def http_extra(self):
+        """Directives of the http block (a subclass's)."""
+        return ""
+
+    def server_conf(self):
+        """The server block after listen and TLS: serve the root (plus
+        `server_extra`, e.g. "etag off;")."""
+        return "root %s; %s" % (self.root, self.server_extra)
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
@@ -200,7 +217,9 @@ class Nginx:
 
     def entries(self):
         """Access log entries: dicts with method, status, bytes (headers
-        included), range, if_range, ua, uri, conn, proto."""
+        included), range, if_range, ua, uri, conn, proto, body (bytes of
+        the body alone) and cache (HIT, MISS, ... on a caching tier, "-"
+        elsewhere)."""
         out = []
         try:
             with open(self.access) as f:
@@ -216,7 +235,8 @@ class Nginx:
                         "bytes": int(head[2]), "range": parts[1],
                         "if_range": parts[3], "ua": parts[5],
                         "uri": parts[7], "conn": int(tail[0]),
-                        "proto": tail[1]})
+                        "proto": tail[1], "body": int(tail[2]),
+                        "cache": tail[3]})
         return out
 
     def clear_log(self):
@@ -237,11 +257,79 @@ class Nginx:
         return per
 
 
-def start_nginx(workdir, root, tls=None):
+# A caching reverse proxy in front of an origin, shaped as CDNs cache large
+# objects: in slices of SLICE bytes, each slice a cache entry of its own,
+# fetched from the origin with Range: bytes=<slice> whatever the client
+# asked (docs/deploy.md explains every line). proxy_cache_lock lets one
+# request fill a slice while the others wait for it, so mounts that start
+# together do not each fetch it from the origin. nginx forwards no
+# If-Range, If-Match or other conditional header of the client to the
+# origin when it caches; the origin sees only the slice ranges.
+TIER_HTTP = """proxy_cache_path %(dir)s/cache levels=1:2 keys_zone=tier:8m
+    max_size=%(max_size)s inactive=%(valid)s use_temp_path=off;
+  upstream origin { server %(origin)s; keepalive 16; }"""
+
+TIER_SERVER = """location / {
+    slice %(slice)s;
+    proxy_cache tier;
+    proxy_cache_key $uri$is_args$args$slice_range;
+    proxy_set_header Range $slice_range;
+    proxy_cache_valid 200 206 %(valid)s;
+    proxy_cache_lock on;
+    proxy_cache_lock_timeout 60s;
+    proxy_cache_lock_age 60s;
+    proxy_http_version 1.1;
+    proxy_set_header Connection "";
+    proxy_set_header Host %(origin)s;
+    proxy_pass http://origin;
+  }"""
+
+
+class NginxTier(Nginx):
+    """nginx as a slice-caching reverse proxy of `origin` ("HOST:PORT" of
+    an HTTP server), its cache under `workdir`/cache."""
+
+    def __init__(self, workdir, origin, slice_size="1m", valid="1h",
+                 max_size="4g"):
+        super().__init__(workdir, None)
+        self.origin = origin
+        self.slice = slice_size
+        self.valid = valid
+        self.max_size = max_size
+
+    def _vars(self):
+        return {"dir": self.dir, "origin": self.origin, "slice": self.slice,
+                "valid": self.valid, "max_size": self.max_size}
+
+    def http_extra(self):
+        return TIER_HTTP % self._vars()
+
+    def server_conf(self):
+        return TIER_SERVER % self._vars()
+
+    def url(self, name):
+        return "http://127.0.0.1:%d/%s" % (self.port, name.lstrip("/"))
+
+    def purge(self):
+        """Empty the cache (nginx stopped)."""
+        shutil.rmtree(os.path.join(self.dir, "cache"), ignore_errors=True)
+
+
+def start_tier(workdir, origin, **kw):
+    """A running NginxTier (skipped, or failed under CI, as start_nginx)."""
+    require(nginx_binary() is not None, "nginx not installed")
+    n = NginxTier(workdir, origin, **kw)
+    try:
+        return n.start()
+    except RuntimeError as e:
+        require(False, str(e))
+
+
+def start_nginx(workdir, root, tls=None, server_extra=""):
     """A running Nginx; the test is skipped (failed under CI) when nginx is
     missing or does not start."""
     require(nginx_binary() is not None, "nginx not installed")
-    n = Nginx(workdir, root, tls)
+    n = Nginx(workdir, root, tls, server_extra)
     try:
         return n.start()
     except RuntimeError as e:

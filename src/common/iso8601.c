@@ -73,3 +73,15 @@ int lsq_parse_iso8601(const char *s, int64_t *out)
 	*out = t;
 	return 0;
 }
+
+int lsq_parse_iso8601_basic(const char *s, size_t len, int64_t *out)
+{
+	int y, mo, d, h, mi, se;
+
+	if (len != 16 || !digits(s, 4, &y) || !digits(s + 4, 2, &mo) ||
+	    !digits(s + 6, 2, &d) || s[8] != 'T' || !digits(s + 9, 2, &h) ||
+	    !digits(s + 11, 2, &mi) || !digits(s + 13, 2, &se) ||
+	    s[15] != 'Z' || !lsq_utc_to_unix(y, mo, d, h, mi, se, out))
+		return -1;
+	return 0;
+}

@@ -7,6 +7,7 @@
 #define LSQ_COMMON_ISO8601_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Unix time of a UTC date and time; false when a field is out of range
@@ -18,5 +19,9 @@ bool lsq_utc_to_unix(int year, int month, int day, int hour, int minute,
  * a space between date and time, as credential tools write expiries.
  * Returns 0 with *out set, or -1. */
 int lsq_parse_iso8601(const char *s, int64_t *out);
+
+/* The basic format "YYYYMMDDTHHMMSSZ" (X-Amz-Date, X-Goog-Date), len
+ * bytes at s. Returns 0 with *out set, or -1. */
+int lsq_parse_iso8601_basic(const char *s, size_t len, int64_t *out);
 
 #endif

@@ -353,33 +353,6 @@ out:
 
 /* ---- expiry ---- */
 
-/* n decimal digits at s. */
-static bool digits(const char *s, int n, int *out)
-{
-	int v = 0;
-
-	for (int i = 0; i < n; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return false;
-		v = v * 10 + (s[i] - '0');
-	}
-	*out = v;
-	return true;
-}
-
-/* "YYYYMMDDTHHMMSSZ", as X-Amz-Date and X-Goog-Date have it. */
-static int parse_basic_date(const char *s, size_t len, int64_t *out)
-{
-	int y, mo, d, h, mi, se;
-
-	if (len != 16 || !digits(s, 4, &y) || !digits(s + 4, 2, &mo) ||
-	    !digits(s + 6, 2, &d) || s[8] != 'T' || !digits(s + 9, 2, &h) ||
-	    !digits(s + 11, 2, &mi) || !digits(s + 13, 2, &se) ||
-	    s[15] != 'Z' || !lsq_utc_to_unix(y, mo, d, h, mi, se, out))
-		return -1;
-	return 0;
-}
-
 /* Seconds in decimal, up to 12 digits. */
 static int parse_seconds(const char *s, size_t len, int64_t *out)
 {
@@ -433,7 +406,7 @@ static int date_plus_expires(const char *url, const char *date_name,
 
 	if (!query_param(url, date_name, &d, &dl) ||
 	    !query_param(url, expires_name, &e, &el) ||
-	    parse_basic_date(d, dl, &t) || parse_seconds(e, el, &life))
+	    lsq_parse_iso8601_basic(d, dl, &t) || parse_seconds(e, el, &life))
 		return -1;
 	*issued = t;
 	*expires = t + life;

@@ -223,11 +223,12 @@ struct lsq_image_stats {
 	uint64_t prefetch_spans, prefetch_spans_done;
 	uint64_t prefetch_requests, prefetch_bytes, prefetch_failures,
 		prefetch_blocks, prefetch_hits, prefetch_hit_bytes;
-	/* signed manifest (image/verify.h): units checked and good, copies
-	 * that failed their digest, refetches that brought a good copy,
-	 * reads failed for it */
-	uint64_t verify_units, verify_mismatches, verify_refetches,
-		verify_refused;
+	/* signed manifest (image/verify.h): units read and good, of those the
+	 * ones served from a copy checked when it was loaded (not hashed
+	 * again), copies that failed their digest, refetches that brought a
+	 * good copy, reads failed for it */
+	uint64_t verify_units, verify_reused, verify_mismatches,
+		verify_refetches, verify_refused;
 };
 void lsq_image_get_stats(const struct lsq_image *img,
 			 struct lsq_image_stats *out);

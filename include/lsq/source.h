@@ -86,6 +86,11 @@ int lsq_source_refetch(struct lsq_source *src, void *buf, size_t len,
  * read past it: the bytes there belong to other files. The image sets it
  * around the data block loads of a file. */
 void lsq_source_hint_run_end(uint64_t end);
+/* The same, worked out only when a source first asks (a read that
+ * reaches the network): fn(ctx) is the end. fn and ctx stay valid until
+ * the hint is cleared; lsq_source_hint_run_end() replaces it. */
+typedef uint64_t (*lsq_run_end_fn)(void *ctx);
+void lsq_source_hint_run_end_lazy(lsq_run_end_fn fn, void *ctx);
 /* The calling thread's hint; 0 when none. */
 uint64_t lsq_source_run_end(void);
 
@@ -103,6 +108,13 @@ bool lsq_source_speculative(void);
  * outlive the source. Thread-local. */
 void lsq_source_note_origin(const char *where);
 const char *lsq_source_origin(void);
+
+/* Whether the bytes of this thread's last lsq_source_read_at() are a copy
+ * a caching layer checked when it loaded it (lsq_source_cache_check_units),
+ * so the caller need not check them again. Cleared by every read; noted
+ * by the layer that served it. Thread-local. */
+void lsq_source_note_checked(bool checked);
+bool lsq_source_checked(void);
 
 /* Destroy a source; NULL is ignored. */
 void lsq_source_destroy(struct lsq_source *src);
@@ -168,15 +180,32 @@ typedef const uint8_t *(*lsq_unit_digest_fn)(void *ctx, uint64_t offset,
  * cache_dir's content-addressed store (src/cache/cas_store.h), shared by
  * every image mounted with that cache_dir, instead of this image's own
  * cache file, which keeps the rest (the pinned metadata region, the
- * manifest). The store does not check units: the caller must verify every
- * unit it reads and refetch (lsq_source_refetch) the ones that fail,
- * which stores them again. Call before other threads read; ctx must
+ * manifest). The store does not check units itself: the caller verifies
+ * every unit it reads (or has the layer check them,
+ * lsq_source_cache_check_units) and refetches (lsq_source_refetch) the
+ * ones that fail, which stores them again. Call before other threads read; ctx must
  * outlive src. Without a cache_dir, or on a source that is not a caching
  * layer: nothing. A store that cannot be opened: an error and one line in
  * warn; the layer goes on as before. */
 int lsq_source_cache_use_digests(struct lsq_source *src,
 				 lsq_unit_digest_fn digest_of, void *ctx,
 				 char *warn, size_t warnlen);
+
+/* Whether the bytes buf are the unit [offset, offset+len) a signed
+ * manifest lists (its SHA-256 matches). Thread-safe. */
+typedef bool (*lsq_unit_check_fn)(void *ctx, const void *buf, size_t len,
+				  uint64_t offset);
+
+/* A signed image: from now on the caching layer checks each unit it loads
+ * (from the persistent cache or inner) with check, once, and keeps the
+ * answer with its RAM copy; a read served from a copy that passed notes
+ * it (lsq_source_checked), so the caller hashes each unit once per load,
+ * not once per read. A copy that fails is still returned, unmarked, and
+ * not written to the persistent cache: the caller's own check refuses it
+ * and refetches. Call before other threads read; ctx must outlive src.
+ * On a source that is not a caching layer: nothing. */
+void lsq_source_cache_check_units(struct lsq_source *src,
+				  lsq_unit_check_fn check, void *ctx);
 
 /* Whether a caching layer's shared store holds the unit [offset,
  * offset+len) (lsq_source_cache_use_digests), so reading ahead over it

@@ -276,6 +276,10 @@ static int open_image(const struct lsq_mount_options *opt,
 	    lsq_source_cache_use_digests(src, lsq_verifier_digest,
 					 iopts.verifier, warn, sizeof(warn)))
 		lsq_warn("%s", warn);
+	/* each unit is hashed once as it is loaded, not on every read */
+	if (!err && iopts.verifier)
+		lsq_source_cache_check_units(src, lsq_verifier_check,
+					     iopts.verifier);
 	if (!err)
 		err = lsq_image_open(src, &iopts, img, errbuf, sizeof(errbuf));
 	if (err) {

@@ -62,6 +62,7 @@ static const struct {
 	C(process_rss_peak_bytes),
 	C(buffer_pool_bytes),
 	C(verify_units),
+	C(verify_reused),
 	C(verify_mismatches),
 	C(verify_refetches),
 	C(verify_refused),

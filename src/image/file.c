@@ -418,18 +418,29 @@ static int words_next(struct lsq_image *img, struct size_words *sw,
 	return LSQ_OK;
 }
 
-/* The run-end hint of the data block at pos: the end of the blocks of the
- * file buffered after it, up to the first one the caching layer's shared
- * store holds (another version of the image fetched it). */
-static uint64_t data_run_end(struct lsq_image *img,
-			     const struct size_words *sw, uint64_t pos)
+/* The run after a data block: its end is worked out only if a read
+ * reaches the network (lsq_source_hint_run_end_lazy). */
+struct data_run {
+	struct lsq_image *img;
+	const struct size_words *sw;
+	uint64_t pos;  /* where the block after this one starts */
+};
+
+/* The end of the blocks of the file buffered after the block, up to the
+ * first one the caching layer's shared store holds (another version of
+ * the image fetched it). */
+static uint64_t data_run_end(void *ctx)
 {
-	if (!lsq_source_cache_shares_units(img->src))
+	const struct data_run *r = ctx;
+	const struct size_words *sw = r->sw;
+	uint64_t pos = r->pos;
+
+	if (!lsq_source_cache_shares_units(r->img->src))
 		return pos + sw->ahead_bytes;
 	for (uint32_t i = 0; i < sw->count; i++) {
 		uint32_t size = SQUASHFS_BLOCK_ONDISK_SIZE(sw->w[sw->head + i]);
 
-		if (size && lsq_source_cache_holds(img->src, pos, size))
+		if (size && lsq_source_cache_holds(r->img->src, pos, size))
 			break;
 		pos += size;
 	}
@@ -545,10 +556,14 @@ static int read_blocks(struct lsq_image *img, const struct lsq_inode *file,
 			if (SQUASHFS_BLOCK_ONDISK_SIZE(word) == 0) {
 				memset(dst, 0, n); /* sparse block */
 			} else {
+				struct data_run run = {
+					img, &sw, data_offset +
+					SQUASHFS_BLOCK_ONDISK_SIZE(word)
+				};
+
 				if (sw.lookahead)
-					lsq_source_hint_run_end(data_run_end(
-						img, &sw, data_offset +
-						SQUASHFS_BLOCK_ONDISK_SIZE(word)));
+					lsq_source_hint_run_end_lazy(
+						data_run_end, &run);
 				ret = read_data_block(img, file, index,
 						      data_offset, word,
 						      block_len, dst,

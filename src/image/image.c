@@ -446,6 +446,7 @@ void lsq_image_get_stats(const struct lsq_image *img,
 
 		lsq_verifier_get_stats(img->verifier, &vs);
 		out->verify_units = vs.units;
+		out->verify_reused = vs.reused;
 		out->verify_mismatches = vs.mismatches;
 		out->verify_refetches = vs.refetches;
 		out->verify_refused = vs.refused;

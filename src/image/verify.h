@@ -54,8 +54,15 @@ lsq_verifier_unit(const struct lsq_verifier *v, uint64_t offset);
  * verifier): what the cache_dir's content-addressed store keys it by. */
 const uint8_t *lsq_verifier_digest(void *ctx, uint64_t offset, size_t len);
 
+/* Whether buf is the unit [offset, offset+len) with its listed digest (an
+ * lsq_unit_check_fn; ctx is the verifier): what the caching layer checks
+ * each unit with once, as it loads it (lsq_source_cache_check_units). */
+bool lsq_verifier_check(void *ctx, const void *buf, size_t len,
+			uint64_t offset);
+
 /* Read the unit [offset, offset+len) from src into buf and check it (see
- * above). LSQ_ERR_CORRUPT, with one logged line naming the offset and the
+ * above); a copy the caching layer has checked (lsq_source_checked) is
+ * taken as it is. LSQ_ERR_CORRUPT, with one logged line naming the offset and the
  * source, for a range that is not a listed unit or whose bytes do not
  * match after the refetch; the source's errors as they are. */
 int lsq_verifier_read(struct lsq_verifier *v, struct lsq_source *src,
@@ -63,6 +70,7 @@ int lsq_verifier_read(struct lsq_verifier *v, struct lsq_source *src,
 
 struct lsq_verify_stats {
 	uint64_t units;      /* units checked and good */
+	uint64_t reused;     /* of those, copies the caching layer checked */
 	uint64_t mismatches; /* copies that failed their digest */
 	uint64_t refetches;  /* refetches that brought a good copy */
 	uint64_t refused;    /* reads failed with EIO */

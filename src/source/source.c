@@ -18,6 +18,7 @@ int lsq_source_read_at(struct lsq_source *src, void *buf, size_t len,
 	if (len == 0)
 		return LSQ_OK;
 	lsq_source_note_origin(NULL);
+	lsq_source_note_checked(false);
 	/* a fetch may wait, and wake us, for long */
 	lsq_long_work_ahead(LSQ_WORK_READ);
 	ret = src->ops->read_at(src, buf, len, offset);
@@ -44,6 +45,7 @@ int lsq_source_refetch(struct lsq_source *src, void *buf, size_t len,
 	if (len == 0)
 		return LSQ_OK;
 	lsq_source_note_origin(NULL);
+	lsq_source_note_checked(false);
 	lsq_long_work_ahead(LSQ_WORK_READ);
 	ret = src->ops->refetch(src, buf, len, offset);
 	lsq_long_work_done(LSQ_WORK_READ);
@@ -66,14 +68,28 @@ void lsq_source_destroy(struct lsq_source *src)
 }
 
 static _Thread_local uint64_t run_end_hint;
+static _Thread_local lsq_run_end_fn run_end_fn;
+static _Thread_local void *run_end_ctx;
 
 void lsq_source_hint_run_end(uint64_t end)
 {
 	run_end_hint = end;
+	run_end_fn = NULL;
+}
+
+void lsq_source_hint_run_end_lazy(lsq_run_end_fn fn, void *ctx)
+{
+	run_end_hint = 0;
+	run_end_fn = fn;
+	run_end_ctx = ctx;
 }
 
 uint64_t lsq_source_run_end(void)
 {
+	if (run_end_fn) {  /* once per hint */
+		run_end_hint = run_end_fn(run_end_ctx);
+		run_end_fn = NULL;
+	}
 	return run_end_hint;
 }
 
@@ -99,4 +115,16 @@ void lsq_source_note_origin(const char *where)
 const char *lsq_source_origin(void)
 {
 	return last_origin;
+}
+
+static _Thread_local bool served_checked;
+
+void lsq_source_note_checked(bool checked)
+{
+	served_checked = checked;
+}
+
+bool lsq_source_checked(void)
+{
+	return served_checked;
 }

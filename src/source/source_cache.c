@@ -35,8 +35,11 @@
  * big, so they are one-off reads (or a hostile image's). */
 #define CACHE_MAX_RANGE (2u * 1024u * 1024u)
 
-/* lsq_block.aux of a range a prefetch stored, so its hits are counted. */
+/* lsq_block.aux bits: a range a prefetch stored (its hits are counted);
+ * a unit that passed the check (lsq_source_cache_check_units), set before
+ * the block is published and never after. */
 #define PREFETCHED 1u
+#define CHECKED 2u
 
 enum pin_state { PIN_NONE, PIN_WANTED, PIN_LOADING, PIN_READY };
 
@@ -51,6 +54,8 @@ struct cache_source {
 	struct lsq_cas_store *cas;     /* NULL: not a signed image */
 	lsq_unit_digest_fn digest_of;  /* set with cas */
 	void *digest_ctx;
+	lsq_unit_check_fn check;       /* NULL: units are not checked here */
+	void *check_ctx;
 	bool pin_metadata;
 
 	pthread_mutex_t pin_mu;
@@ -72,12 +77,18 @@ static const uint8_t *unit_digest(const struct cache_source *cs, size_t len,
 	return cs->cas ? cs->digest_of(cs->digest_ctx, off, len) : NULL;
 }
 
-/* The persistent copy of a range: the store of its digest, else the
- * image's own cache file. */
-static int persisted_read(struct cache_source *cs, void *buf, size_t len,
-			  uint64_t off)
+/* Whether buf is the unit the image's manifest lists at off. */
+static bool unit_good(const struct cache_source *cs, const void *buf,
+		      size_t len, uint64_t off)
 {
-	const uint8_t *d = unit_digest(cs, len, off);
+	return cs->check && cs->check(cs->check_ctx, buf, len, off);
+}
+
+/* The persistent copy of a range: the store of its digest d (unit_digest),
+ * else the image's own cache file. */
+static int persisted_read(struct cache_source *cs, const uint8_t *d,
+			  void *buf, size_t len, uint64_t off)
+{
 	int ret = LSQ_ERR_NOT_FOUND;
 
 	if (d)
@@ -89,29 +100,48 @@ static int persisted_read(struct cache_source *cs, void *buf, size_t len,
 	return ret;
 }
 
-/* replace: the stored copy failed its digest (a refetch) */
-static void persist(struct cache_source *cs, const void *buf, size_t len,
-		    uint64_t off, bool replace)
+/* d: as for persisted_read. replace: the stored copy failed its digest
+ * (a refetch). */
+static void persist(struct cache_source *cs, const uint8_t *d,
+		    const void *buf, size_t len, uint64_t off, bool replace)
 {
-	const uint8_t *d = unit_digest(cs, len, off);
-
 	if (d)
 		lsq_cas_write(cs->cas, d, buf, len, replace);
 	else if (cs->disk)
 		lsq_disk_cache_write(cs->disk, buf, len, off);
 }
 
-/* Persistent cache, then inner; what inner returns is stored. */
+/* Fresh bytes of a range (from inner or a prefetch) go to the persistent
+ * cache; a unit of the shared store only once it passed its check (when
+ * units are checked here), so the store never keeps bytes known to be
+ * bad. Returns unit_good(). */
+static bool keep_fetched(struct cache_source *cs, const void *buf,
+			 size_t len, uint64_t off)
+{
+	const uint8_t *d = unit_digest(cs, len, off);
+	bool good = unit_good(cs, buf, len, off);
+
+	if (good || !d || !cs->check)
+		persist(cs, d, buf, len, off, false);
+	return good;
+}
+
+/* Persistent cache, then inner; what inner returns is stored. *good: the
+ * bytes passed the unit check. */
 static int load_range(struct cache_source *cs, void *buf, size_t len,
-		      uint64_t off)
+		      uint64_t off, bool *good)
 {
 	int ret;
 
-	if (persisted_read(cs, buf, len, off) == LSQ_OK)
+	if (persisted_read(cs, unit_digest(cs, len, off), buf, len, off) ==
+	    LSQ_OK) {
+		*good = unit_good(cs, buf, len, off);
 		return LSQ_OK;
+	}
+	*good = false;
 	ret = lsq_source_read_at(cs->inner, buf, len, off);
 	if (ret == LSQ_OK)
-		persist(cs, buf, len, off, false);
+		*good = keep_fetched(cs, buf, len, off);
 	return ret;
 }
 
@@ -124,16 +154,18 @@ static int ram_loader(void *ctx, uint64_t key, struct lsq_block **out)
 {
 	struct ram_load *rl = ctx;
 	struct lsq_block *blk = lsq_block_alloc(rl->len);
+	bool good;
 	int ret;
 
 	if (!blk)
 		return LSQ_ERR_NOMEM;
-	ret = load_range(rl->cs, blk->data, rl->len, key);
+	ret = load_range(rl->cs, blk->data, rl->len, key, &good);
 	if (ret) {
 		lsq_block_put(blk);
 		return ret;
 	}
 	blk->size = rl->len;
+	blk->aux = good ? CHECKED : 0;
 	*out = blk;
 	return LSQ_OK;
 }
@@ -142,6 +174,7 @@ static int ram_loader(void *ctx, uint64_t key, struct lsq_block **out)
 static int load_pin(struct cache_source *cs)
 {
 	struct lsq_block *blk;
+	bool good;
 	int ret;
 
 	pthread_mutex_lock(&cs->pin_mu);
@@ -155,7 +188,8 @@ static int load_pin(struct cache_source *cs)
 	pthread_mutex_unlock(&cs->pin_mu);
 
 	blk = lsq_block_alloc((size_t)cs->pin_len);
-	ret = blk ? load_range(cs, blk->data, (size_t)cs->pin_len, cs->pin_off)
+	ret = blk ? load_range(cs, blk->data, (size_t)cs->pin_len, cs->pin_off,
+			       &good)
 		  : LSQ_ERR_NOMEM;
 
 	pthread_mutex_lock(&cs->pin_mu);
@@ -184,6 +218,7 @@ static int cache_read_at(struct lsq_source *src, void *buf, size_t len,
 	struct cache_source *cs = (struct cache_source *)src;
 	struct lsq_block *blk;
 	struct ram_load rl = { cs, len };
+	bool good;
 	int ret;
 
 	if (cs->pin_metadata) {
@@ -201,14 +236,17 @@ static int cache_read_at(struct lsq_source *src, void *buf, size_t len,
 			return LSQ_OK;
 		}
 	}
-	if (!cs->ram || len > CACHE_MAX_RANGE)
-		return load_range(cs, buf, len, offset);
+	if (!cs->ram || len > CACHE_MAX_RANGE) {
+		ret = load_range(cs, buf, len, offset, &good);
+		lsq_source_note_checked(ret == LSQ_OK && good);
+		return ret;
+	}
 	/* a load on this thread notes its own origin instead */
 	lsq_source_note_origin("block_cache");
 	ret = lsq_block_cache_get_with(cs->ram, offset, ram_loader, &rl, &blk);
 	if (ret)
 		return ret;
-	if (blk->aux == PREFETCHED) {
+	if (blk->aux & PREFETCHED) {
 		atomic_fetch_add_explicit(&cs->pf_hits, 1,
 					  memory_order_relaxed);
 		atomic_fetch_add_explicit(&cs->pf_hit_bytes, len,
@@ -216,17 +254,21 @@ static int cache_read_at(struct lsq_source *src, void *buf, size_t len,
 	}
 	if (blk->size == len) {
 		memcpy(buf, blk->data, len);
+		lsq_source_note_checked((blk->aux & CHECKED) != 0);
 		lsq_block_put(blk);
 		return LSQ_OK;
 	}
 	/* Another length at this offset (only a hostile image does that):
 	 * serve it uncached rather than evict the first. */
 	lsq_block_put(blk);
-	return load_range(cs, buf, len, offset);
+	ret = load_range(cs, buf, len, offset, &good);
+	lsq_source_note_checked(ret == LSQ_OK && good);
+	return ret;
 }
 
 /* Past the pin, RAM and disk to inner; what comes back replaces the disk
- * copy, and the RAM copy is dropped (the next read loads the good one).
+ * copy (a unit of the shared store: only if it passes its check), and
+ * the RAM copy is dropped (the next read loads the good one).
  * The pinned copy stays (readers hold no reference to the pin): a bad
  * one costs a refetch per read of it, never bad bytes, and the image's
  * decompressed caches keep such reads rare. */
@@ -237,7 +279,10 @@ static int cache_refetch(struct lsq_source *src, void *buf, size_t len,
 	int ret = lsq_source_refetch(cs->inner, buf, len, offset);
 
 	if (ret == LSQ_OK) {
-		persist(cs, buf, len, offset, true);
+		const uint8_t *d = unit_digest(cs, len, offset);
+
+		if (!d || !cs->check || unit_good(cs, buf, len, offset))
+			persist(cs, d, buf, len, offset, true);
 		if (cs->ram)
 			lsq_block_cache_drop(cs->ram, offset);
 	}
@@ -245,14 +290,15 @@ static int cache_refetch(struct lsq_source *src, void *buf, size_t len,
 }
 
 /* A block for a prefetched extent, copied from the span's bytes. */
-static struct lsq_block *prefetched_block(const uint8_t *data, size_t len)
+static struct lsq_block *prefetched_block(const uint8_t *data, size_t len,
+					  bool good)
 {
 	struct lsq_block *blk = lsq_block_alloc(len);
 
 	if (blk) {
 		memcpy(blk->data, data, len);
 		blk->size = len;
-		blk->aux = PREFETCHED;
+		blk->aux = PREFETCHED | (good ? CHECKED : 0);
 	}
 	return blk;
 }
@@ -279,10 +325,16 @@ static size_t reserve_extents(struct cache_source *cs,
 			continue;
 		if ((cs->disk || cs->cas) &&
 		    (blk = lsq_block_alloc(ext[i].len)) != NULL) {
-			if (persisted_read(cs, blk->data, ext[i].len,
+			if (persisted_read(cs, unit_digest(cs, ext[i].len,
+							       ext[i].offset),
+					   blk->data, ext[i].len,
 					   ext[i].offset) == LSQ_OK) {
 				blk->size = ext[i].len;
-				blk->aux = PREFETCHED;
+				blk->aux = PREFETCHED |
+					   (unit_good(cs, blk->data,
+						      ext[i].len,
+						      ext[i].offset) ?
+						    CHECKED : 0);
 				lsq_block_cache_fulfil(cs->ram, res[i], blk);
 				res[i] = NULL;
 				continue;
@@ -357,9 +409,11 @@ int lsq_source_cache_prefetch(struct lsq_source *src,
 			continue;
 		data = buf + (ext[i].offset - lo);
 		if (ret == LSQ_OK)
-			blk = prefetched_block(data, ext[i].len);
+			blk = prefetched_block(data, ext[i].len,
+					       keep_fetched(cs, data,
+							    ext[i].len,
+							    ext[i].offset));
 		if (blk) {
-			persist(cs, data, ext[i].len, ext[i].offset, false);
 			atomic_fetch_add_explicit(&cs->pf_blocks, 1,
 						  memory_order_relaxed);
 		}
@@ -546,6 +600,17 @@ int lsq_source_cache_use_digests(struct lsq_source *src,
 	cs->digest_ctx = ctx;
 	cs->cas = cas;  /* last: unit_digest() takes cas as the sign */
 	return LSQ_OK;
+}
+
+void lsq_source_cache_check_units(struct lsq_source *src,
+				  lsq_unit_check_fn check, void *ctx)
+{
+	struct cache_source *cs = (struct cache_source *)src;
+
+	if (src->ops != &cache_ops)
+		return;
+	cs->check_ctx = ctx;
+	cs->check = check;
 }
 
 bool lsq_source_cache_holds(struct lsq_source *src, uint64_t offset,

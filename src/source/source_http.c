@@ -109,6 +109,10 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 
 	if (atomic_load(&hs->changed))
 		return LSQ_ERR_REMOTE_CHANGED;
+	/* the readahead streams take the reader's run-end hint under hs->mu;
+	 * a lazy hint is worked out here, before */
+	if (hs->opt.readahead)
+		(void)lsq_source_run_end();
 	pthread_mutex_lock(&hs->mu);
 	for (;;) {
 		size_t first;

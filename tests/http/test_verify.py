@@ -5,6 +5,7 @@ unit and nothing else; a good mirror makes them succeed; a mount without a
 good manifest is refused with one line."""
 
 import errno
+import hashlib
 import os
 import random
 import shutil
@@ -15,7 +16,7 @@ import pytest
 from conftest import (FaultServer, _randbytes, daemon, mksquashfs, require,
                       try_mount)
 from servers import wait_for
-from test_cache import stats
+from test_cache import drop_page_cache, stats
 
 FAST = ["timeout=2", "connect_timeout=1", "retries=1"]
 
@@ -136,9 +137,60 @@ def test_tampered_unit_fails_alone(mounts, signed, kind):
         st = _stats(m)
         assert st["verify_mismatches"] >= 2 and st["verify_refused"] >= 1, st
         assert "does not match the signed manifest" in m.log()
+        # the bad copy was kept nowhere as checked: it fails again
+        drop_page_cache()
+        again = _read_all(m, {r: signed["files"][r] for r in failed})
+        assert set(again.values()) == {errno.EIO}, again
         assert m.alive()
     finally:
         s.stop()
+
+
+def test_checked_copies_are_not_hashed_again(mounts, signed):
+    """The caching layer hashes a unit once, as it loads it; reads served
+    later from that RAM copy are not hashed again (verify_reused). Whole
+    blocks are decompressed straight into the reply, past the data cache,
+    so a second pass over the big files needs every unit again."""
+    big = {r: d for r, d in signed["files"].items() if r.startswith("big")}
+    blocks = sum(len(d) // 65536 for d in big.values())
+    s = _serve(signed)
+    try:
+        m = mounts(s.url("/img.sqfs"), FAST + ["verify=" + signed["pub"]])
+        assert all(v is None for v in _read_all(m, big).values())
+        first = _stats(m)
+        drop_page_cache()
+        assert all(v is None for v in _read_all(m, big).values())
+        second = _stats(m)
+        reused = second["verify_reused"] - first["verify_reused"]
+        units = second["verify_units"] - first["verify_units"]
+        assert reused >= blocks and reused == units, (blocks, first, second)
+        assert second["verify_mismatches"] == 0, second
+    finally:
+        s.stop()
+
+
+def test_tampered_unit_is_never_stored(mounts, signed, tmp_path):
+    """With cache_dir, a unit whose bytes fail their digest does not enter
+    the content-addressed store (docs/caching.md); the good ones do."""
+    units = signed["units"]["data block"]
+    bad_off, bad_len = units[-1]
+    s = _serve(signed, tamper=bad_off + bad_len // 2)
+    cache = tmp_path / "cache"
+    try:
+        m = mounts(s.url("/img.sqfs"), FAST + ["verify=" + signed["pub"],
+                                                 "cache_dir=" + str(cache)])
+        result = _read_all(m, signed["files"])
+        assert errno.EIO in result.values(), result
+        assert m.stop() == []
+    finally:
+        s.stop()
+
+    def stored(off, length):
+        h = hashlib.sha256(signed["data"][off:off + length]).hexdigest()
+        return os.path.exists(os.path.join(cache, "cas", h[:2], h[2:]))
+
+    assert not stored(bad_off, bad_len)
+    assert all(stored(off, length) for off, length in units[:-1])
 
 
 def test_good_mirror_saves_the_read(mounts, signed):

@@ -183,10 +183,10 @@ typedef const uint8_t *(*lsq_unit_digest_fn)(void *ctx, uint64_t offset,
  * manifest). The store does not check units itself: the caller verifies
  * every unit it reads (or has the layer check them,
  * lsq_source_cache_check_units) and refetches (lsq_source_refetch) the
- * ones that fail, which stores them again. Call before other threads read; ctx must
- * outlive src. Without a cache_dir, or on a source that is not a caching
- * layer: nothing. A store that cannot be opened: an error and one line in
- * warn; the layer goes on as before. */
+ * ones that fail, which stores them again. Call before other threads
+ * read; ctx must outlive src. Without a cache_dir, or on a source that
+ * is not a caching layer: nothing. A store that cannot be opened: an
+ * error and one line in warn; the layer goes on as before. */
 int lsq_source_cache_use_digests(struct lsq_source *src,
 				 lsq_unit_digest_fn digest_of, void *ctx,
 				 char *warn, size_t warnlen);

@@ -62,9 +62,10 @@ bool lsq_verifier_check(void *ctx, const void *buf, size_t len,
 
 /* Read the unit [offset, offset+len) from src into buf and check it (see
  * above); a copy the caching layer has checked (lsq_source_checked) is
- * taken as it is. LSQ_ERR_CORRUPT, with one logged line naming the offset and the
- * source, for a range that is not a listed unit or whose bytes do not
- * match after the refetch; the source's errors as they are. */
+ * taken as it is. LSQ_ERR_CORRUPT, with one logged line naming the
+ * offset and the source, for a range that is not a listed unit or whose
+ * bytes do not match after the refetch; the source's errors as they
+ * are. */
 int lsq_verifier_read(struct lsq_verifier *v, struct lsq_source *src,
 		      void *buf, size_t len, uint64_t offset);
 

@@ -114,11 +114,10 @@ static void persist(struct cache_source *cs, const uint8_t *d,
 /* Fresh bytes of a range (from inner or a prefetch) go to the persistent
  * cache; a unit of the shared store only once it passed its check (when
  * units are checked here), so the store never keeps bytes known to be
- * bad. Returns unit_good(). */
-static bool keep_fetched(struct cache_source *cs, const void *buf,
-			 size_t len, uint64_t off)
+ * bad. d: as for persisted_read. Returns unit_good(). */
+static bool keep_fetched(struct cache_source *cs, const uint8_t *d,
+			 const void *buf, size_t len, uint64_t off)
 {
-	const uint8_t *d = unit_digest(cs, len, off);
 	bool good = unit_good(cs, buf, len, off);
 
 	if (good || !d || !cs->check)
@@ -131,17 +130,17 @@ static bool keep_fetched(struct cache_source *cs, const void *buf,
 static int load_range(struct cache_source *cs, void *buf, size_t len,
 		      uint64_t off, bool *good)
 {
+	const uint8_t *d = unit_digest(cs, len, off);
 	int ret;
 
-	if (persisted_read(cs, unit_digest(cs, len, off), buf, len, off) ==
-	    LSQ_OK) {
+	if (persisted_read(cs, d, buf, len, off) == LSQ_OK) {
 		*good = unit_good(cs, buf, len, off);
 		return LSQ_OK;
 	}
 	*good = false;
 	ret = lsq_source_read_at(cs->inner, buf, len, off);
 	if (ret == LSQ_OK)
-		*good = keep_fetched(cs, buf, len, off);
+		*good = keep_fetched(cs, d, buf, len, off);
 	return ret;
 }
 
@@ -410,9 +409,9 @@ int lsq_source_cache_prefetch(struct lsq_source *src,
 		data = buf + (ext[i].offset - lo);
 		if (ret == LSQ_OK)
 			blk = prefetched_block(data, ext[i].len,
-					       keep_fetched(cs, data,
-							    ext[i].len,
-							    ext[i].offset));
+				keep_fetched(cs, unit_digest(cs, ext[i].len,
+							     ext[i].offset),
+					     data, ext[i].len, ext[i].offset));
 		if (blk) {
 			atomic_fetch_add_explicit(&cs->pf_blocks, 1,
 						  memory_order_relaxed);

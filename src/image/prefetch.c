@@ -424,17 +424,29 @@ void lsq_prefetch_add_stats(const struct lsq_prefetch *pf,
 /* ---- the profile stored in the image ---- */
 
 /* A signed image has a profile only where its manifest lists one: read
- * and checked as one unit. */
-static int signed_profile(struct lsq_image *img, uint64_t at, char **text,
-			  size_t *len)
+ * and checked as one unit. Without a record the unit there is the first
+ * data block, so the header is looked at first, from src (the bytes the
+ * source's probe holds): only a record's header of the unit's length is
+ * worth fetching the unit for. A forged header costs that fetch, never
+ * unchecked bytes. */
+static int signed_profile(struct lsq_image *img, struct lsq_source *src,
+			  uint64_t at, char **text, size_t *len)
 {
 	const struct lsq_manifest_entry *e = lsq_verifier_unit(img->verifier,
 							       at);
+	uint8_t h[LSQ_PROFILE_RECORD_HEADER];
 	uint32_t n, crc;
 	uint8_t *buf;
 	int ret;
 
 	if (!e || e->length < LSQ_PROFILE_RECORD_HEADER)
+		return LSQ_ERR_NOT_FOUND;
+	ret = lsq_source_read_at(src, h, sizeof(h), at);
+	if (!ret)
+		ret = lsq_profile_record_decode(h, &n, &crc);
+	if (ret)
+		return ret;
+	if (LSQ_PROFILE_RECORD_HEADER + (uint64_t)n != e->length)
 		return LSQ_ERR_NOT_FOUND;
 	buf = malloc(e->length);
 	if (!buf)
@@ -472,7 +484,7 @@ int lsq_image_stored_profile(struct lsq_image *img, char **text, size_t *len)
 	if (at + LSQ_PROFILE_RECORD_HEADER > img->sb.inode_table_start)
 		return LSQ_ERR_NOT_FOUND;
 	if (img->verifier)
-		return signed_profile(img, at, text, len);
+		return signed_profile(img, src, at, text, len);
 	ret = lsq_source_read_at(src, h, sizeof(h), at);
 	if (ret)
 		return ret;

@@ -217,3 +217,28 @@ def test_unsigned_image_keeps_its_own_cache(versions, mounts, tmp_path):
     assert m.stop() == []
     assert st["cas_writes"] == 0 and st["disk_cache_writes"] > 0
     assert not os.path.exists(cache / "cas")
+
+
+def test_signed_mount_fetches_three_ranges(versions, mounts):
+    """Mounting a signed image costs what an unsigned mount does plus the
+    manifest, in one request with its trailer: the probe's head, the
+    image's end (trailer, manifest, metadata region as one window or two
+    ranges), and no data block (the first one sits where a stored startup
+    profile would, and a signed image without one must not fetch it)."""
+    srv = versions["srv"]
+    img = versions["img"]["v1"]
+    with open(img, "rb") as f:
+        sb = f.read(96)
+    inode_table = struct.unpack_from("<Q", sb, 64)[0]
+    srv.clear_log()
+    m = mounts(srv.url("v1.sqfs"), ["verify=" + versions["pub"]],
+               name="mount-only")
+    os.listdir(m.mnt)
+    ranges = [_range(e["range"]) for e in srv.entries()
+              if e["uri"].endswith("v1.sqfs") and e["ua"].startswith("sqfs")]
+    assert m.stop() == []
+    assert 2 <= len(ranges) <= 3, ranges
+    for start, end in ranges:
+        assert end < 65536 or start >= inode_table, (ranges, inode_table)
+    tails = [r for r in ranges if r[0] >= inode_table]
+    assert any(end == os.path.getsize(img) - 1 for _, end in tails), ranges

@@ -418,6 +418,15 @@ def test_verified_mount(img, base, keys, mounter):
         snapshot(k.mnt, with_ino=True)
     log = ours.log() if hasattr(ours, "log") else ""
     assert "does not match" not in log and "not a unit" not in log, log
+    # the stored startup profile is a checked unit where there is one;
+    # where there is none, the unit at its place (the first data block)
+    # is not fetched for it
+    st = subprocess.run([util.daemon_path(), "--stats", ours.mnt],
+                        capture_output=True, text=True, timeout=30)
+    assert st.returncode == 0, st.stderr
+    files = int(re.search(r"^prefetch_files (\d+)$", st.stdout,
+                          re.M).group(1))
+    assert (files > 0) == ("order" in img["name"]), (img["name"], files)
 
 
 # --------------------------------------------------------------------------

@@ -420,7 +420,7 @@ def test_verified_mount(img, base, keys, mounter):
     assert "does not match" not in log and "not a unit" not in log, log
     # the stored startup profile is a checked unit where there is one;
     # where there is none, the unit at its place (the first data block)
-    # is not fetched for it
+    # is not taken for one (test_cas.py checks it is not even fetched)
     st = subprocess.run([util.daemon_path(), "--stats", ours.mnt],
                         capture_output=True, text=True, timeout=30)
     assert st.returncode == 0, st.stderr

@@ -111,17 +111,18 @@ static void persist(struct cache_source *cs, const uint8_t *d,
 		lsq_disk_cache_write(cs->disk, buf, len, off);
 }
 
-/* Fresh bytes of a range (from inner or a prefetch) go to the persistent
- * cache; a unit of the shared store only once it passed its check (when
- * units are checked here), so the store never keeps bytes known to be
- * bad. d: as for persisted_read. Returns unit_good(). */
+/* Fresh bytes of a range (from inner, a prefetch or a refetch) go to the
+ * persistent cache; a unit of the shared store only once it passed its
+ * check (when units are checked here), so the store never keeps bytes
+ * known to be bad. d, replace: as for persist. Returns unit_good(). */
 static bool keep_fetched(struct cache_source *cs, const uint8_t *d,
-			 const void *buf, size_t len, uint64_t off)
+			 const void *buf, size_t len, uint64_t off,
+			 bool replace)
 {
 	bool good = unit_good(cs, buf, len, off);
 
 	if (good || !d || !cs->check)
-		persist(cs, d, buf, len, off, false);
+		persist(cs, d, buf, len, off, replace);
 	return good;
 }
 
@@ -140,7 +141,7 @@ static int load_range(struct cache_source *cs, void *buf, size_t len,
 	*good = false;
 	ret = lsq_source_read_at(cs->inner, buf, len, off);
 	if (ret == LSQ_OK)
-		*good = keep_fetched(cs, d, buf, len, off);
+		*good = keep_fetched(cs, d, buf, len, off, false);
 	return ret;
 }
 
@@ -278,10 +279,8 @@ static int cache_refetch(struct lsq_source *src, void *buf, size_t len,
 	int ret = lsq_source_refetch(cs->inner, buf, len, offset);
 
 	if (ret == LSQ_OK) {
-		const uint8_t *d = unit_digest(cs, len, offset);
-
-		if (!d || !cs->check || unit_good(cs, buf, len, offset))
-			persist(cs, d, buf, len, offset, true);
+		keep_fetched(cs, unit_digest(cs, len, offset), buf, len, offset,
+			     true);
 		if (cs->ram)
 			lsq_block_cache_drop(cs->ram, offset);
 	}
@@ -407,15 +406,17 @@ int lsq_source_cache_prefetch(struct lsq_source *src,
 		if (!res[i])
 			continue;
 		data = buf + (ext[i].offset - lo);
-		if (ret == LSQ_OK)
-			blk = prefetched_block(data, ext[i].len,
-				keep_fetched(cs, unit_digest(cs, ext[i].len,
-							     ext[i].offset),
-					     data, ext[i].len, ext[i].offset));
-		if (blk) {
+		if (ret == LSQ_OK) {
+			const uint8_t *d = unit_digest(cs, ext[i].len,
+						       ext[i].offset);
+			bool good = keep_fetched(cs, d, data, ext[i].len,
+						 ext[i].offset, false);
+
+			blk = prefetched_block(data, ext[i].len, good);
+		}
+		if (blk)
 			atomic_fetch_add_explicit(&cs->pf_blocks, 1,
 						  memory_order_relaxed);
-		}
 		lsq_block_cache_fulfil(cs->ram, res[i], blk);
 	}
 out:

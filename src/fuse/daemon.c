@@ -43,6 +43,7 @@
 #include "fuse/recorder.h"
 #include "fuse/signed_image.h"
 #include "fuse/startup_profile.h"
+#include "fuse/background_policy.h"
 #include "fuse/stats.h"
 #include "fuse/uring.h"
 #include "lsq/error.h"
@@ -367,6 +368,7 @@ static int run_mount(struct lsq_mount_options *opt)
 	/* no fork after this point: background fetches may use threads */
 	lsq_source_allow_threads(lsq_image_source(m.img));
 	lsq_startup_profile_start(&profile, opt, m.img);
+	lsq_background_policy_start(opt, m.img);
 	if (opt->io_uring != 0 && !opt->single_thread)
 		uring = lsq_uring_start(se, opt->threads, opt->io_uring > 0);
 	m.uring = uring;  /* before the stats watcher reads it */

@@ -90,6 +90,7 @@ struct lsq_prefetch {
 
 	atomic_uint_least64_t files, missing, planned_bytes, nspans_planned,
 		spans_done;
+	atomic_bool plan_done;  /* the plan is complete */
 };
 
 /* ---- planning ---- */
@@ -344,6 +345,7 @@ static void *planner(void *arg)
 
 	pthread_setname_np(pthread_self(), "sqfs-profile");
 	plan(pf);
+	atomic_store(&pf->plan_done, true);
 	/* the plan is complete before any other thread reads it */
 	for (unsigned i = 1; i < pf->workers && !atomic_load(&pf->stop); i++) {
 		if (pthread_create(&pf->threads[pf->nthreads], NULL, worker,
@@ -407,6 +409,14 @@ void lsq_prefetch_destroy(struct lsq_prefetch *pf)
 	free(pf->text);
 	free(pf->name);
 	free(pf);
+}
+
+bool lsq_prefetch_busy(const struct lsq_prefetch *pf)
+{
+	return pf && !atomic_load(&pf->stop) &&
+	       (!atomic_load(&pf->plan_done) ||
+		atomic_load(&pf->spans_done) <
+			atomic_load(&pf->nspans_planned));
 }
 
 void lsq_prefetch_add_stats(const struct lsq_prefetch *pf,

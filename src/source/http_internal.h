@@ -57,6 +57,7 @@ struct mirror {
 
 struct handle {
 	CURL *curl;
+	unsigned pool;  /* index in http_source.pools */
 	char errbuf[CURL_ERROR_SIZE];
 };
 
@@ -107,11 +108,16 @@ struct http_source {
 	CURLSH *share;
 	pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
 
-	/* handle pool */
+	/* Handle pools, each of at most max_connections: [0] for reads
+	 * someone waits for, [1] for speculative ones (readahead,
+	 * prefetch, background fetch), so a speculative transfer never
+	 * holds the connection a reader waits for. */
 	pthread_mutex_t pool_mu;
 	pthread_cond_t pool_cv;
-	struct handle **free_handles;
-	unsigned nfree, created;
+	struct handle_pool {
+		struct handle **free_handles;
+		unsigned nfree, created;
+	} pools[2];
 
 	/* memory: chunks, streams, pin */
 	pthread_mutex_t mu;
@@ -175,6 +181,7 @@ struct xfer {
 	struct http_source *hs;
 	const struct mirror *m;
 	bool probe;          /* at open: learn total and validators */
+	bool speculative;    /* nobody waits for it: the speculative pool */
 	uint64_t off;        /* absolute offset in the remote object */
 	size_t want;
 	uint8_t *buf;

@@ -285,6 +285,16 @@ struct lsq_background_options {
 int lsq_image_background(struct lsq_image *img,
 			 const struct lsq_background_options *opt);
 
+/* As lsq_image_prefetch, with the profile produced by load(ctx, &text,
+ * &len) on the prefetch's first thread (a URL fetched off the mount's
+ * critical path): text malloc'd, owned by the prefetch from then on; an
+ * error there means no prefetch (load logs what it wants). ctx must
+ * outlive the image. Until load returned, the prefetch counts as busy. */
+typedef int (*lsq_profile_loader_fn)(void *ctx, char **text, size_t *len);
+int lsq_image_prefetch_from(struct lsq_image *img, lsq_profile_loader_fn load,
+			    void *ctx, const char *name,
+			    const struct lsq_prefetch_options *opt);
+
 /* The startup profile stored in the image by `sqfs-lazy-pack --order`
  * (src/format/profile_record.h), as malloc'd text in *text (not
  * NUL-terminated; the caller frees). LSQ_ERR_NOT_FOUND when the image has

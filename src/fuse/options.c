@@ -365,6 +365,12 @@ static int parse_item(struct lsq_mount_options *opt, char *item,
 		return LSQ_OK;
 	} else if (IS("prefetch_metadata")) {
 		return parse_on_off_given(name, value, &opt->prefetch_metadata);
+	} else if (IS("learn")) {
+		int on = 1;
+		int ret = parse_on_off_given(name, value, &on);
+
+		opt->learn = on != 0;
+		return ret;
 	} else if (IS("background")) {
 		char *end;
 		double f;
@@ -650,6 +656,7 @@ int lsq_mount_options_parse(struct lsq_mount_options *opt, int argc,
 	opt->cache_opts.dir_bytes = LSQ_DEFAULT_CACHE_SIZE;
 	opt->prefetch_metadata = -1;
 	opt->background = -1;
+	opt->learn = true;
 	opt->verify = -1;
 	opt->fuse_args = (struct fuse_args)FUSE_ARGS_INIT(0, NULL);
 	opt->log_level = LSQ_LOG_INFO;
@@ -865,6 +872,9 @@ void lsq_mount_options_help(FILE *out)
 "  prefetch=auto|off|PATH|URL  fetch the blocks a startup profile lists, in\n"
 "                          the background (default auto: the profile stored\n"
 "                          in the image by sqfs-lazy-pack --order, if any)\n"
+"  learn[=on|off]          with cache_dir, note what each mount's start reads\n"
+"                          and prefetch it at the next mount of the same\n"
+"                          URL or file, new versions included (default on)\n"
 "  background=off|auto|FRACTION  fetch the image (or FRACTION of its bytes)\n"
 "                          over spare bandwidth, behind the reads, into\n"
 "                          cache_dir or else half of block_cache (default\n"

@@ -67,6 +67,8 @@ struct lsq_prefetch {
 	struct lsq_image *img;
 	char *text;
 	size_t len;
+	lsq_profile_loader_fn load;  /* NULL: text given */
+	void *load_ctx;
 	char *name;
 	unsigned workers;
 	uint64_t budget;
@@ -344,7 +346,12 @@ static void *planner(void *arg)
 	struct lsq_prefetch *pf = arg;
 
 	pthread_setname_np(pthread_self(), "sqfs-profile");
-	plan(pf);
+	if (pf->load && pf->load(pf->load_ctx, &pf->text, &pf->len) != LSQ_OK) {
+		pf->text = NULL;
+		pf->len = 0;
+	}
+	if (pf->len)
+		plan(pf);
 	atomic_store(&pf->plan_done, true);
 	/* the plan is complete before any other thread reads it */
 	for (unsigned i = 1; i < pf->workers && !atomic_load(&pf->stop); i++) {
@@ -357,28 +364,33 @@ static void *planner(void *arg)
 	return NULL;
 }
 
-int lsq_image_prefetch(struct lsq_image *img, const char *text, size_t len,
-		       const char *name,
-		       const struct lsq_prefetch_options *opt)
+static int start(struct lsq_image *img, const char *text, size_t len,
+		 lsq_profile_loader_fn load, void *load_ctx, const char *name,
+		 const struct lsq_prefetch_options *opt)
 {
 	struct lsq_prefetch *pf;
 
 	if (img->prefetch)
 		return LSQ_ERR_INVALID;
-	if (len == 0)
+	if (len == 0 && !load)
 		return LSQ_OK;
 	pf = calloc(1, sizeof(*pf));
 	if (!pf)
 		return LSQ_ERR_NOMEM;
 	pf->img = img;
-	pf->text = malloc(len);
 	pf->name = strdup(name ? name : "profile");
-	if (!pf->text || !pf->name) {
+	pf->load = load;
+	pf->load_ctx = load_ctx;
+	if (!load) {
+		pf->text = malloc(len);
+		if (pf->text)
+			memcpy(pf->text, text, len);
+		pf->len = len;
+	}
+	if ((!load && !pf->text) || !pf->name) {
 		lsq_prefetch_destroy(pf);
 		return LSQ_ERR_NOMEM;
 	}
-	memcpy(pf->text, text, len);
-	pf->len = len;
 	pf->workers = opt->workers < 1 ? 1 :
 		      opt->workers > MAX_WORKERS ? MAX_WORKERS : opt->workers;
 	pf->budget = opt->budget_bytes;
@@ -391,6 +403,20 @@ int lsq_image_prefetch(struct lsq_image *img, const char *text, size_t len,
 	}
 	img->prefetch = pf;
 	return LSQ_OK;
+}
+
+int lsq_image_prefetch(struct lsq_image *img, const char *text, size_t len,
+		       const char *name,
+		       const struct lsq_prefetch_options *opt)
+{
+	return start(img, text, len, NULL, NULL, name, opt);
+}
+
+int lsq_image_prefetch_from(struct lsq_image *img, lsq_profile_loader_fn load,
+			    void *ctx, const char *name,
+			    const struct lsq_prefetch_options *opt)
+{
+	return start(img, NULL, 0, load, ctx, name, opt);
 }
 
 void lsq_prefetch_destroy(struct lsq_prefetch *pf)

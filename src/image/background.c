@@ -52,7 +52,7 @@
 #define GUIDE_REACH (64u << 20)
 /* A span slower than this means a slow link or origin: one stream. */
 #define SLOW_SPAN_NS (1500000000ull)
-#define MAX_FAILURES 8u
+#define MAX_FAILURES 5u
 #define MAX_UNITS (1u << 22)
 
 struct bg_unit {
@@ -388,7 +388,7 @@ static void fetch(struct lsq_background *bg, unsigned stream)
 				atomic_store(&bg->stop, true);
 				break;
 			}
-			/* 0.2, 0.4 ... 25.6 s */
+			/* 0.2, 0.4, 0.8, 1.6 s */
 			nap(bg, 100000000ull << bg->failures);
 			continue;
 		}

@@ -38,6 +38,32 @@ def require_mount_env():
     require(shutil.which("fusermount3") is not None, "fusermount3 missing")
 
 
+def kernel_loop_mount(image, mnt):
+    """Mount `image` on `mnt` with the kernel's squashfs over a loop device:
+    the oracle a FUSE mount is compared with. Root is a prerequisite
+    (require); with root, a refusal fails the test, since without the
+    oracle the comparison would check nothing. The caller unmounts
+    (kernel_umount)."""
+    require(os.geteuid() == 0, "needs root for a loop mount")
+    r = subprocess.run(["mount", "-t", "squashfs", "-o", "loop,ro",
+                        str(image), str(mnt)], capture_output=True,
+                       text=True, timeout=60)
+    if r.returncode != 0:
+        pytest.fail("the kernel's loop mount of %s failed (exit %d), so "
+                    "there is nothing to compare the FUSE mount with; the "
+                    "kernel needs squashfs (with this image's compressor) "
+                    "and loop devices: %s"
+                    % (image, r.returncode, r.stderr.strip()), pytrace=False)
+
+
+def kernel_umount(mnt):
+    """Undo kernel_loop_mount (lazily if the mount is busy)."""
+    if is_mounted(mnt):
+        r = subprocess.run(["umount", str(mnt)], capture_output=True)
+        if r.returncode != 0 or is_mounted(mnt):
+            subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -87,6 +87,13 @@ if ! command -v pytest-3 >/dev/null && ! command -v pytest >/dev/null; then
 	record fail pytest "not installed: the mount, HTTP and packer suites cannot run"
 fi
 
+# the summary's own logic, before anything depends on it
+if python3 -m doctest tests/tally.py; then
+	record pass "tests/tally.py doctests"
+else
+	record fail "tests/tally.py doctests" "the tally's self-test failed"
+fi
+
 echo "== build with -Werror and every feature, run every suite"
 setup "$BUILD" -Dwerror=true && run_suites "$BUILD"
 

@@ -342,21 +342,24 @@ class NginxTier(Nginx):
 
 
 def start_tier(workdir, origin, **kw):
-    """A running NginxTier (skipped, or failed under CI, as start_nginx)."""
+    """A running NginxTier (a missing or broken nginx as in start_nginx)."""
     require(nginx_binary() is not None, "nginx not installed")
     n = NginxTier(workdir, origin, **kw)
     try:
         return n.start()
     except RuntimeError as e:
-        require(False, str(e))
+        why = str(e)
+    pytest.fail(why, pytrace=False)
 
 
 def start_nginx(workdir, root, tls=None, server_extra=""):
-    """A running Nginx; the test is skipped (failed under CI) when nginx is
-    missing or does not start."""
+    """A running Nginx. A missing nginx is a missing prerequisite (require:
+    a skip, a failure under CI); an installed nginx that does not start
+    fails the test, as any broken server would."""
     require(nginx_binary() is not None, "nginx not installed")
     n = Nginx(workdir, root, tls, server_extra)
     try:
         return n.start()
     except RuntimeError as e:
-        require(False, str(e))
+        why = str(e)
+    pytest.fail(why, pytrace=False)

@@ -108,11 +108,14 @@ class S3Server:
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory, small_image):
     require(shutil.which("curl") is not None, "curl missing")
-    s = S3Server(str(tmp_path_factory.mktemp("s3"))).start()
-    assert s.request("PUT", "/" + BUCKET) == 200
-    s.put("small.sqfs", small_image["path"])
-    yield s
-    s.stop()
+    s = S3Server(str(tmp_path_factory.mktemp("s3")))
+    try:
+        s.start()
+        assert s.request("PUT", "/" + BUCKET) == 200
+        s.put("small.sqfs", small_image["path"])
+        yield s
+    finally:
+        s.stop()
 
 
 def creds_file(tmp_path, secret=SECRET, mode=0o600, name="credentials"):

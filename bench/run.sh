@@ -184,6 +184,13 @@ case $fuse_uring in
 '') ;;
 on|off)
 	[ -w "$uring_switch" ] || die "--fuse-uring: no $uring_switch (kernel without FUSE over io_uring?)"
+	# Machine-wide: every writer of the switch (tests/integration/util.py
+	# fuse_uring_switch(), tests/without_fuse_uring.sh) holds an exclusive
+	# flock on this file until it has put the old value back. Ours goes
+	# when the run exits, after cleanup() has put it back.
+	uring_lock=/run/lock/sqfs-lazy-fuse-uring.lock
+	exec 8>>"$uring_lock"
+	flock -x -w 3600 8 || die "--fuse-uring: $uring_lock still held after 3600 s (another run or test changes $uring_switch; see /proc/locks)"
 	uring_before=$(cat "$uring_switch")
 	if [ "$fuse_uring" = on ]; then echo Y >"$uring_switch"; else echo N >"$uring_switch"; fi
 	;;

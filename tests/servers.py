@@ -22,13 +22,11 @@ import pytest
 
 
 def require(cond, reason):
-    """Skip when a prerequisite is missing; fail instead when CI is set
-    (CI runs as root with everything installed)."""
+    """Skip when a prerequisite is missing. tests/run.sh counts every skip
+    as a failure unless LSQ_ALLOW_SKIPS=1 (docs/testing.md), so the
+    verdict is the same in CI and for a person."""
     if cond:
         return
-    if os.environ.get("CI"):
-        pytest.fail("prerequisite missing (CI is set): " + reason,
-                    pytrace=False)
     pytest.skip(reason)
 
 
@@ -354,7 +352,7 @@ def start_tier(workdir, origin, **kw):
 
 def start_nginx(workdir, root, tls=None, server_extra=""):
     """A running Nginx. A missing nginx is a missing prerequisite (require:
-    a skip, a failure under CI); an installed nginx that does not start
+    a skip, which tests/run.sh fails); an installed nginx that does not start
     fails the test, as any broken server would."""
     require(nginx_binary() is not None, "nginx not installed")
     n = Nginx(workdir, root, tls, server_extra)

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The code every bench report shares, and a small SquashFS reader that
-tells which compressed blocks each file occupies. The reports (compare.py,
+tells which compressed blocks each file occupies, and the facts every run
+records (what ran, on which build). The reports (compare.py,
 http_report.py, pack_report.py, startup_report.py, knobs_report.py) read
 run folders and print tables the same way; that code lives here once, so a
 change to how a table or a run file looks is made in one place.
@@ -16,18 +17,29 @@ change to how a table or a run file looks is made in one place.
       (every K-th file in walk order, files up to --max-file bytes, until
       --set-bytes uncompressed bytes) with the compressed bytes it touches.
 
+  benchlib.py facts [--command CMD] [--typed CMD] [--build DIR]
+                    [--build-as NAME=DIR] [--bin PATH]...
+      print the facts every run folder's meta.tsv begins with (date,
+      machine, load, bench commit, command, and for each build the commit
+      its binaries came from: see "run facts" below); a warning on stderr
+      when a build's commit cannot be known
+
 Standard library only; zstd metadata blocks go through the zstd command (the
 Python zstandard module is not part of Debian's python3).
 """
 
+import argparse
 import csv
 import json
 import lzma
 import os
+import re
+import shlex
 import statistics
 import struct
 import subprocess
 import sys
+import time
 import zlib
 
 # ------------------------------------------------------------ run files
@@ -199,6 +211,296 @@ def versions_line(meta, keys):
         if v:
             parts.append("%s %s" % (label, v))
     return "versions: " + "; ".join(parts)
+
+
+# ------------------------------------------------------------ run facts
+#
+# Every run folder's meta.tsv begins with the same facts, written here
+# once (bench/lib.sh's run_facts calls "benchlib.py facts"): when and on
+# what it ran, the load, the bench checkout, the command with every
+# option's effective value, and the build it measured. The measured build
+# is not the bench checkout: --build may name another tree's build, and a
+# build may be older than its tree. Its commit comes from the binary's
+# --version when that names one; otherwise from the build's source tree
+# (meson-info.json), and only when ninja has nothing to rebuild for the
+# measured binaries, i.e. they were built from the tree as it is.
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(BENCH_DIR)
+CALLER_ENV = "SQFS_BENCH_CALLER"
+
+
+def _output(cmd, timeout=20):
+    """stdout (with stderr) of cmd, or None when it fails or is missing."""
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                           text=True, errors="replace", timeout=timeout)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return p.stdout if p.returncode == 0 else None
+
+
+def git_state(tree):
+    """(commit, [dirty tracked paths]) of a git work tree; commit is
+    'none' outside git. Untracked files are not counted: a build reads
+    only what meson.build names, and a new source shows as a change
+    there."""
+    head = _output(["git", "-C", tree, "rev-parse", "-q", "--verify",
+                    "HEAD^{commit}"])
+    if not head:
+        return "none", []
+    st = _output(["git", "-C", tree, "status", "--porcelain",
+                  "--untracked-files=no"]) or ""
+    return head.strip(), [ln[3:] for ln in st.splitlines() if ln.strip()]
+
+
+# Where the measured binaries' sources live: a change elsewhere (tests,
+# bench, docs) cannot be in them.
+BUILD_INPUTS = ("src/", "include/", "subprojects/", "meson.build",
+                "meson_options.txt", "meson.options")
+
+
+def build_inputs(paths):
+    return [p for p in paths if p.startswith(BUILD_INPUTS[:3]) or
+            p in BUILD_INPUTS[3:]]
+
+
+def dirty_word(paths):
+    """'no', or 'yes: N files (a, b, ...)' (at most 8 names)."""
+    if not paths:
+        return "no"
+    shown = ", ".join(paths[:8]) + (", ..." if len(paths) > 8 else "")
+    return "yes: %d file%s (%s)" % (len(paths), "" if len(paths) == 1
+                                    else "s", shown)
+
+
+def shell_join(words):
+    """The words as one shell command line, quoted where needed."""
+    return " ".join(shlex.quote(str(w)) for w in words)
+
+
+def env_prefix(names):
+    """'NAME=value ' for each named environment variable set non-empty."""
+    return "".join("%s=%s " % (n, shlex.quote(os.environ[n]))
+                   for n in names if os.environ.get(n))
+
+
+def argparse_command(prog, parser, args, env=()):
+    """The effective command of a Python bench: prog, then every option of
+    parser with the value it took (defaults filled in), then the
+    positionals; env names environment variables that change the run.
+    Two runs whose defaults differ so never show the same line."""
+    words, pos = [prog], []
+    for act in parser._actions:
+        if isinstance(act, argparse._HelpAction):
+            continue
+        v = getattr(args, act.dest, None)
+        if not act.option_strings:
+            pos += v if isinstance(v, list) else [] if v is None else [v]
+            continue
+        opt = max(act.option_strings, key=len)
+        if isinstance(act, argparse._StoreTrueAction):
+            if v:
+                words.append(opt)
+        elif isinstance(act, argparse._StoreFalseAction):
+            if not v:
+                words.append(opt)
+        elif v is not None:
+            for x in v if isinstance(v, list) else [v]:
+                words += [opt, x]
+    if pos:
+        words += ["--"] + pos
+    return env_prefix(env) + shell_join(words)
+
+
+def host_facts():
+    """Date, machine, load and the bench checkout, as (key, value)."""
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+        with open("/proc/meminfo") as f:
+            mem = next((ln.split()[1] for ln in f
+                        if ln.startswith("MemTotal")), "")
+        with open("/proc/loadavg") as f:
+            load = " ".join(f.read().split()[:3])
+    except OSError:
+        mem = load = ""
+    commit, dirty = git_state(REPO)
+    return [("date", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())),
+            ("uname_r", os.uname().release),
+            ("nproc", str(os.cpu_count() or "")),
+            ("cpu_model", cpu), ("mem_total_kib", mem),
+            ("loadavg_start", load),
+            ("bench_checkout", REPO), ("bench_commit", commit),
+            ("bench_dirty", dirty_word(dirty))]
+
+
+def version_commit(line):
+    """The commit a --version line names ('git 1a2b3c4', git describe's
+    '-g1a2b3c4', or '(1a2b3c4)', each maybe with '-dirty'), as (hex,
+    dirty) or None."""
+    m = re.search(r"(?:\bgit[ :]+g?|-g|\()([0-9a-f]{7,40})(-dirty)?\b",
+                  line)
+    return (m.group(1), bool(m.group(2))) if m else None
+
+
+def build_facts(build, bins, prefix=""):
+    """What a meson build dir holds and which commit its binaries (paths
+    relative to build, the first one asked for --version) came from."""
+    build = os.path.abspath(build)
+    facts = [("measured_build", build), ("measured_binaries", " ".join(bins))]
+    src = ""
+    try:
+        with open(os.path.join(build, "meson-info", "meson-info.json")) as f:
+            src = json.load(f)["directories"]["source"]
+    except (OSError, ValueError, KeyError):
+        pass
+    facts.append(("measured_source", src or "-"))
+    paths = [os.path.join(build, b) for b in bins]
+    have = [p for p in paths if os.path.exists(p)]
+    version = ""
+    if have:
+        version = (_output([have[0], "--version"], 5) or "").split("\n")[0]
+    facts.append(("measured_version", version or "-"))
+    facts.append(("measured_binary_mtime", max(
+        (time_iso(os.path.getmtime(p)) for p in have), default="-")))
+    head, dirty = git_state(src) if src else ("none", [])
+    facts.append(("measured_source_commit", head))
+    # Does the build hold what its tree would build now? ninja -n runs
+    # nothing and writes nothing; "no work to do" means every measured
+    # binary is newer than all its inputs as they are in the tree.
+    if not os.path.exists(os.path.join(build, "build.ninja")):
+        current = "unknown: not a meson build dir"
+    elif len(have) < len(paths):
+        current = "no: missing %s" % ", ".join(
+            os.path.relpath(p, build) for p in paths if p not in have)
+    else:
+        out = _output(["ninja", "-C", build, "-n"] + list(bins), 60)
+        if out is None:
+            current = "unknown: ninja -n failed"
+        elif "no work to do" in out:
+            current = "yes"
+        else:
+            steps = sum(1 for ln in out.splitlines() if ln.startswith("["))
+            current = "no: %d build step%s pending" % (
+                steps, "" if steps == 1 else "s")
+    facts.append(("measured_build_current", current))
+    vc = version_commit(version)
+    if vc:
+        full = _output(["git", "-C", src or REPO, "rev-parse", "-q",
+                        "--verify", vc[0] + "^{commit}"])
+        facts += [("measured_commit", full.strip() if full else vc[0]),
+                  ("measured_commit_from", "binary --version"),
+                  ("measured_dirty", "yes (binary --version)" if vc[1]
+                   else "no")]
+    elif current == "yes" and head != "none":
+        facts += [("measured_commit", head),
+                  ("measured_commit_from",
+                   "source tree HEAD, build up to date with it"),
+                  ("measured_dirty", dirty_word(build_inputs(dirty)))]
+    else:
+        facts += [("measured_commit", "unknown"),
+                  ("measured_commit_from", "none: no commit in --version, "
+                   "build not up to date with its tree"),
+                  ("measured_dirty", dirty_word(build_inputs(dirty)))]
+    return [(prefix + k, v) for k, v in facts]
+
+
+def time_iso(t):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def command_facts(command, typed=None):
+    """The effective command, the command as typed, and the bench script
+    that ran this one ($SQFS_BENCH_CALLER)."""
+    facts = [("command", command)] if command else []
+    if typed:
+        facts.append(("command_typed", typed))
+    if os.environ.get(CALLER_ENV):
+        facts.append(("caller", os.environ[CALLER_ENV]))
+    return facts
+
+
+def run_facts(command, typed=None, builds=()):
+    """host_facts + command_facts + build_facts for each (prefix, build
+    dir, binaries) in builds."""
+    facts = host_facts() + command_facts(command, typed)
+    for prefix, build, bins in builds:
+        facts += build_facts(build, bins, prefix)
+    return facts
+
+
+def warn_unknown(facts):
+    """A line on stderr for each measured build whose commit is unknown."""
+    d = dict(facts)
+    for k, v in facts:
+        if k.endswith("measured_commit") and v == "unknown":
+            p = k[:-len("measured_commit")]
+            sys.stderr.write(
+                "benchlib: warning: %s is not up to date with its source "
+                "tree (%s): the run cannot name the commit it measures; "
+                "build it first\n" % (d.get(p + "measured_build", "?"),
+                                       d.get(p + "measured_build_current")))
+
+
+def format_facts(facts):
+    """key<TAB>value lines; tabs and newlines in values become spaces."""
+    return "".join("%s\t%s\n" % (k, " ".join(str(v).split("\t")).replace(
+        "\n", " ")) for k, v in facts)
+
+
+def write_meta(path, facts):
+    with open(path, "w") as f:
+        f.write(format_facts(facts))
+
+
+def meta_end(path):
+    """The last line of a run's meta.tsv: the load at its end."""
+    with open("/proc/loadavg") as f:
+        load = " ".join(f.read().split()[:3])
+    with open(path, "a") as f:
+        f.write(format_facts([("loadavg_end", load)]))
+
+
+def measured_summary(meta, prefix=""):
+    """One line on the measured build, from a run's meta: its commit and
+    how it is known. Runs before these keys existed recorded the build's
+    source tree at run time (build_commit), or only the bench checkout
+    (git_commit)."""
+    g = lambda k: meta.get(prefix + k, "?")  # noqa: E731
+    c = meta.get(prefix + "measured_commit")
+    if c == "unknown":
+        return ("unknown: %s is not up to date with its tree %s at %s (%s); "
+                "%s" % (g("measured_build"), g("measured_source"),
+                        g("measured_source_commit")[:12],
+                        g("measured_build_current"), g("measured_version")))
+    if c:
+        dirty = g("measured_dirty")
+        return "%s%s (%s; %s, %s)" % (
+            c[:12], "" if dirty == "no" else " + uncommitted changes",
+            g("measured_commit_from"), g("measured_build"),
+            g("measured_version"))
+    if meta.get("build_commit"):
+        return ("%s (HEAD of the build's source tree %s at run time; not "
+                "checked against the binary)" % (
+                    meta["build_commit"][:12], meta.get("build_source", "?")))
+    return "not recorded (bench checkout %s)" % meta.get(
+        "git_commit", "?")[:12]
+
+
+def bench_summary(meta):
+    """The bench checkout's commit, new key or old."""
+    c = meta.get("bench_commit") or meta.get("git_commit", "?")
+    d = meta.get("bench_dirty")
+    if d is None:
+        n = meta.get("git_dirty_files", "0")
+        d = "no" if n in ("0", "") else "yes: %s files" % n
+    return c[:12] + ("" if d == "no" else " (dirty)")
 
 
 # ------------------------------------------------------------ SquashFS
@@ -403,7 +705,32 @@ def file_set(img, under, set_bytes, every, max_file):
     return files, total
 
 
+def facts_main(argv):
+    ap = argparse.ArgumentParser(prog="benchlib.py facts")
+    ap.add_argument("--command", help="the effective command line")
+    ap.add_argument("--typed", help="the command line as typed")
+    ap.add_argument("--build", help="the measured meson build dir")
+    ap.add_argument("--build-as", action="append", default=[],
+                    metavar="NAME=DIR", help="another measured build; its "
+                    "keys begin with NAME.")
+    ap.add_argument("--bin", action="append", default=[],
+                    help="a measured binary, relative to the build dir "
+                    "(repeatable; default sqfs-lazy-mount)")
+    a = ap.parse_args(argv)
+    bins = a.bin or ["sqfs-lazy-mount"]
+    builds = [("", a.build, bins)] if a.build else []
+    for nd in a.build_as:
+        name, _, d = nd.partition("=")
+        builds.append((name + ".", d, bins))
+    facts = run_facts(a.command, a.typed, builds)
+    warn_unknown(facts)
+    sys.stdout.write(format_facts(facts))
+    return 0
+
+
 def main(argv):
+    if argv and argv[0] == "facts":
+        return facts_main(argv[1:])
     if len(argv) >= 2 and argv[0] == "fio-summary":
         print(fio_summary(argv[1], argv[2] if len(argv) > 2 else None))
         return 0

@@ -14,7 +14,8 @@ usage: bench/cas_reuse.py [--tree DIR] [--changed 0.05] [--seed 19]
   --packers   comma list of: lazy (sqfs-lazy-pack, defaults), lazy-reuse
               (--reuse-layout), lazy-nofrag (--no-fragments), mksquashfs
               (its defaults), mksquashfs-nofrag (-no-fragments)
-  --out       results folder (default bench/results/UTC-cas-reuse)
+  --out       results folder (default bench/results/UTC-cas-reuse):
+              meta.tsv (the run's facts), rows.json, README.md
 
 "The compressed size of the changed files": the data area (blocks and
 fragments, no metadata) of an image of only the changed and added files,
@@ -39,6 +40,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 from servers import Nginx, is_mounted, unmount  # noqa: E402
+import benchlib  # noqa: E402
 
 PACKERS = {
     "lazy": lambda b, src, out: [os.path.join(b, "src", "pack",
@@ -179,11 +181,20 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--work", default="/tmp/sqfs-lazy-bench-reuse")
     a = ap.parse_args()
-    build = os.path.abspath(a.build)
-    out = a.out or os.path.join(HERE, "results", time.strftime(
-        "%Y%m%dT%H%M%SZ", time.gmtime()) + "-cas-reuse")
+    build = a.build = os.path.abspath(a.build)
+    out = a.out = os.path.abspath(a.out or os.path.join(
+        HERE, "results", time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) +
+        "-cas-reuse"))
     shutil.rmtree(a.work, ignore_errors=True)
     os.makedirs(out, exist_ok=True)
+    # the run's facts: the command with every option's value, the commit
+    # of the build it measures (packer, signer, daemon)
+    command = benchlib.argparse_command("bench/cas_reuse.py", ap, a)
+    facts = benchlib.run_facts(command, benchlib.shell_join(sys.argv), [(
+        "", build, ["sqfs-lazy-mount", "src/pack/sqfs-lazy-pack",
+                    "sqfs-lazy-sign"])])
+    benchlib.warn_unknown(facts)
+    benchlib.write_meta(os.path.join(out, "meta.tsv"), facts)
     w = lambda *p: os.path.join(a.work, *p)  # noqa: E731
     files = copy_tree(a.tree, w("v1"))
     touched = make_v2(w("v1"), w("v2"), files, a.changed, a.seed)
@@ -245,9 +256,12 @@ def main():
             unmount(w("mnt"))
     with open(os.path.join(out, "rows.json"), "w") as f:
         json.dump(rows, f, indent=1)
+    benchlib.meta_end(os.path.join(out, "meta.tsv"))
     mib = lambda b: "%.2f MiB" % (b / 1048576)  # noqa: E731
     lines = ["# v1 -> v2 over one cache_dir (bench/cas_reuse.py)", "",
-             "`%s`" % " ".join(["bench/cas_reuse.py"] + sys.argv[1:]), "",
+             "`%s`" % command, "",
+             "Measured build: %s" % benchlib.measured_summary(dict(facts)),
+             "",
              "Tree %s: %d files; v2 changes %d%% of them (%d changed or "
              "added files in v2)." % (a.tree, len(files), a.changed * 100,
                                       len(touched)), "",

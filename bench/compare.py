@@ -21,9 +21,9 @@ import os
 import re
 import sys
 
-from benchlib import (fio_summary, fmt_bytes, fmt_ratio, machine_line, med,
-                      num, read_kv, read_meta, read_tsv, render, render_md,
-                      versions_line)
+from benchlib import (bench_summary, fio_summary, fmt_bytes, fmt_ratio,
+                      machine_line, measured_summary, med, num, read_kv,
+                      read_meta, read_tsv, render, render_md, versions_line)
 
 READERS = ["kernel", "squashfuse_ll", "lazy-local", "lazy-http"]
 LABELS = {"kernel": "kernel", "squashfuse_ll": "squashfuse_ll",
@@ -341,19 +341,12 @@ def main_table(res):
 
 def header_lines(res):
     meta = res["meta"]
-    out = ["sqfs-lazy bench (issue 4)  %s  bench commit %s%s%s" % (
-        meta.get("date", "?"), meta.get("git_commit", "?")[:12],
-        " (+%s dirty)" % meta["git_dirty_files"]
-        if meta.get("git_dirty_files", "0") not in ("0", "") else "",
+    out = ["sqfs-lazy bench (issue 4)  %s  bench commit %s%s" % (
+        meta.get("date", "?"), bench_summary(meta),
         "  QUICK" if meta.get("quick") == "1" else "")]
     out.append(machine_line(meta))
     out.append(versions_line(meta, VERSIONS))
-    if meta.get("build_source"):
-        out.append("sqfs-lazy-mount: %s, built from %s at commit %s%s" % (
-            meta.get("sqfs_lazy_bin"), meta["build_source"],
-            meta.get("build_commit", "?")[:12],
-            " (+%s dirty)" % meta["build_dirty_files"]
-            if meta.get("build_dirty_files", "0") not in ("0", "") else ""))
+    out.append("measured build: %s" % measured_summary(meta))
     out.append("command: %s" % meta.get("command", "?"))
     for comp in res["comps"]:
         im = res["images"].get(comp, {})

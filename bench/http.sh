@@ -517,9 +517,17 @@ start_nginx
 log "nginx $("$nginx_bin" -v 2>&1 | sed 's/.*: //') on 127.0.0.1:$port_used serves $img as $url"
 start_proxies
 
+# The command with every option's effective value and the environment the
+# run reads: two runs that differ show different lines.
+effective=$(env_words SQFS_LAZY_ARGS SQUASHFUSE_LL_ARGS HTTPDIRFS_ARGS \
+	RATARMOUNT_ARGS RATARMOUNT SQFS_BENCH_SMALL_CAP SQFS_BENCH_USR_MIB \
+	SQFS_BENCH_BIG_MIB)$(sh_words bench/http.sh --readers "$readers" \
+	--latency "$latencies" --build "$build" --work "$(cd "$work" && pwd)" \
+	--results "$(cd "$results" && pwd)" --comp "$comp" --runtime "$runtime" \
+	--seq-cap "$seqcap" $([ "$quick" = 0 ] || echo --quick))
 {
-	printf 'command\t%s\n' "$cmdline"
-	meta_common "$repo"
+	run_facts --command "$effective" --typed "$cmdline" --build "$build" \
+		--bin sqfs-lazy-mount --bin sqfs-lazy-cat
 	printf 'readers\t%s\n' "$readers"
 	printf 'quick\t%s\n' "$quick"
 	printf 'fio_runtime_s\t%s\n' "$runtime"
@@ -536,7 +544,6 @@ start_proxies
 			grep -E '^(ratarmountcore|PySquashfsImage|fsspec|aiohttp|mfusepy|zstandard) ' | paste -sd, || true)"
 		printf 'ratarmount_args\t%s\n' "-f --index-file :memory: ${RATARMOUNT_ARGS:-}"
 	fi
-	printf 'sqfs_lazy_version\t%s\n' "$(timeout 5 "$lazy_bin" --version 2>&1 | head -1 | sed 's/^sqfs-lazy-mount //' || true)"
 	printf 'sqfs_lazy_args\t%s\n' "${SQFS_LAZY_ARGS:-}"
 	printf 'squashfuse_ll_args\t%s\n' "${SQUASHFUSE_LL_ARGS:-}"
 	printf 'httpdirfs_args\t%s\n' "${HTTPDIRFS_ARGS---no-range-check}"
@@ -596,6 +603,7 @@ for l in "${lat_list[@]}"; do
 done
 t_end=$(date +%s)
 printf 'bench_seconds\t%s\n' "$((t_end - t_start))" >>"$out/meta.tsv"
+meta_end "$out/meta.tsv"
 log "measurements took $((t_end - t_start)) s"
 
 python3 "$here/http_report.py" "$out" | tee "$out/table.txt"

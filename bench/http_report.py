@@ -20,8 +20,9 @@ import json
 import os
 import sys
 
-from benchlib import (fmt_bytes, fmt_ratio, machine_line, num, read_meta,
-                      read_tsv, render, versions_line)
+from benchlib import (bench_summary, fmt_bytes, fmt_ratio, machine_line,
+                      measured_summary, num, read_meta, read_tsv, render,
+                      versions_line)
 
 READERS = [
     ("download", "curl whole image, then loop mount"),
@@ -232,8 +233,9 @@ def table(res):
                  ("httpfs2_version", "httpfs2"),
                  ("ratarmount_version", "ratarmount"),
                  ("sqfs_lazy_version", "sqfs-lazy-mount")]),
-             "commit %s; command: %s" % (meta.get("git_commit", "?")[:12],
-                                         meta.get("command", "?"))]
+             "measured build: %s" % measured_summary(meta),
+             "bench commit %s; command: %s" % (bench_summary(meta),
+                                               meta.get("command", "?"))]
     src = num(image.get("source_bytes"))
     img = num(image.get("image_bytes"))
     lines.append("image: %s, %s blocks, %s -> %s; metadata region %s; "

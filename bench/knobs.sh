@@ -26,6 +26,10 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
+cmdline="$0${*:+ $*}"
+BENCH_PROG=knobs.sh
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
 build=${SQFS_BENCH_BUILD:-$repo/build}
 results=${SQFS_BENCH_RESULTS:-$here/results}
 configs=default,uring
@@ -46,6 +50,15 @@ done
 
 out=$results/$(date -u +%Y%m%dT%H%M%SZ)-knobs
 mkdir -p "$out"
+[ -d "$build" ] && build=$(cd "$build" && pwd)
+# The run's facts (each configuration's run.sh records its own in
+# runs/NAME/*/meta.tsv, with this command as its caller).
+effective=$(env_words SQFS_BENCH_WORK SQFS_BENCH_VERIFY_KEY)$(sh_words \
+	bench/knobs.sh --configs "$configs" --build "$build" \
+	--results "$(cd "$results" && pwd)" -- "${run_args[@]}")
+run_facts --command "$effective" --typed "$cmdline" --build "$build" \
+	--bin sqfs-lazy-mount >"$out/meta.tsv"
+export SQFS_BENCH_CALLER="${SQFS_BENCH_CALLER:+$SQFS_BENCH_CALLER > }$effective"
 IFS=, read -ra names <<<"$configs"
 for name in "${names[@]}"; do
 	uring=off args=
@@ -67,4 +80,5 @@ for name in "${names[@]}"; do [ "$name" != default ] || ref=default; done
 report=("$ref")
 for name in "${names[@]}"; do [ "$name" = "$ref" ] || report+=("$name"); done
 python3 "$here/knobs_report.py" "$out" "${report[@]}" | tee "$out/knobs.md"
+meta_end "$out/meta.tsv"
 echo "knobs: $out/knobs.md" >&2

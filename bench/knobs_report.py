@@ -12,7 +12,7 @@ import json
 import os
 import sys
 
-from benchlib import render_md
+from benchlib import measured_summary, render_md
 
 
 def load(out, name):
@@ -44,9 +44,11 @@ def main():
     print("# Knob audit: speed against the kernel, per configuration\n")
     for n in names:
         m = runs[n]["meta"]
-        print("- `%s`: `%s`, enable_uring %s, args `%s`, load %s" % (
-            n, m.get("command", ""), m.get("fuse_enable_uring", "?"),
-            m.get("sqfs_lazy_args", ""), m.get("loadavg_start", "?")))
+        print("- `%s`: `%s`, enable_uring %s, args `%s`, load %s; measured "
+              "build %s" % (
+                  n, m.get("command", ""), m.get("fuse_enable_uring", "?"),
+                  m.get("sqfs_lazy_args", ""), m.get("loadavg_start", "?"),
+                  measured_summary(m)))
     print("\nEach cell: x the kernel (>1 faster); in brackets the change "
           "against `%s` when it exceeds the row's noise.\n" % base)
     base_rows = rows_of(runs[base])

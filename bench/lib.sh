@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Helpers shared by bench/run.sh and bench/http.sh (sourced, not run).
+# Helpers shared by the bench scripts (sourced, not run).
 # The caller sets BENCH_PROG (its name for messages) before sourcing.
 
 log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
@@ -182,18 +182,49 @@ access_since() {  # LOG MARK
 }
 
 # ------------------------------------------------------------ run facts
+# Every run folder's meta.tsv begins with run_facts: date, machine, load,
+# the bench checkout, the command with every option's effective value,
+# and the commit each measured build came from (benchlib.py facts, where
+# bench/README.md's "Run records" says how that commit is known), then the
+# versions of the common tools. Callers add their own keys after it.
 
-# key<TAB>value lines about the machine and the common tools.
-meta_common() {
-	local repo=$1
-	printf 'date\t%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-	printf 'uname_r\t%s\n' "$(uname -r)"
-	printf 'nproc\t%s\n' "$(nproc)"
-	printf 'cpu_model\t%s\n' "$(awk -F': ' '/^model name/{print $2; exit}' /proc/cpuinfo)"
-	printf 'mem_total_kib\t%s\n' "$(awk '/^MemTotal/{print $2}' /proc/meminfo)"
-	printf 'git_commit\t%s\n' "$(git -C "$repo" rev-parse -q --verify HEAD 2>/dev/null || echo none)"
-	printf 'git_dirty_files\t%s\n' "$(git -C "$repo" status --porcelain 2>/dev/null | wc -l)"
-	printf 'loadavg_start\t%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
+bench_lib_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+# sh_words WORD...: the words as one command line, each quoted for a shell
+# when it needs it (commas, slashes, = and the like do not).
+sh_words() {
+	local w out=
+	for w; do
+		if [[ -z $w || $w =~ [^A-Za-z0-9_@%+=:,./-] ]]; then
+			w="'${w//\'/\'\\\'\'}'"
+		fi
+		out+="${out:+ }$w"
+	done
+	printf '%s\n' "$out"
+}
+
+# env_words NAME...: "NAME=value " for each named environment variable
+# set and non-empty (the settings a bench reads from its environment).
+env_words() {
+	local n
+	for n; do
+		[ -n "${!n:-}" ] && printf '%s=%s ' "$n" "$(sh_words "${!n}")"
+	done
+	return 0
+}
+
+# run_facts [--command CMD] [--typed CMD] [--build DIR] [--build-as
+# NAME=DIR] [--bin PATH]...: see benchlib.py facts.
+run_facts() {
+	python3 "$bench_lib_dir/benchlib.py" facts "$@" || die "benchlib.py facts failed"
+	tool_versions
+}
+
+# For callers that name no command or build (the keys of run_facts alone).
+meta_common() { run_facts; }
+
+# key<TAB>value lines: the versions of the common tools.
+tool_versions() {
 	printf 'fio_version\t%s\n' "$(fio --version 2>/dev/null | sed 's/^fio-//')"
 	printf 'mksquashfs_version\t%s\n' "$(mksquashfs -version 2>&1 | head -1 | sed 's/^mksquashfs version //; s/ (.*//')"
 	if command -v squashfuse_ll >/dev/null; then
@@ -205,4 +236,9 @@ meta_common() {
 	printf 'nginx_version\t%s\n' "$(nginx_version)"
 	printf 'kernel_squashfs_config\t%s\n' "$( (zcat /proc/config.gz 2>/dev/null ||
 		cat "/boot/config-$(uname -r)" 2>/dev/null) | grep '^CONFIG_SQUASHFS' | tr '\n' ' ')"
+}
+
+# The last line of a run's meta.tsv ($1): the load at its end.
+meta_end() {
+	printf 'loadavg_end\t%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$1"
 }

@@ -13,7 +13,7 @@
 # The tree is a copy of /usr/lib/x86_64-linux-gnu and /usr/share/{doc,
 # locale,man} (about 1.1 GB here; --quick:
 # /usr/share/vim only), made once per run so that package updates cannot
-# change it mid-run; its size and file count go into meta.txt. tar2sqfs
+# change it mid-run; its size and file count go into meta.tsv. tar2sqfs
 # reads a pax tar of the same tree made beforehand (not timed). Every tool
 # gets block size 128K and the same compression settings: xz preset 6 with
 # a dictionary of one block and no BCJ filter (every tool's default), zstd
@@ -26,10 +26,14 @@
 # sqfs-lazy-pack-tar is our packer reading tar2sqfs's archive (zstd only,
 # to keep the run short).
 #
-# Writes meta.txt, runs.tsv and table.md into
+# Writes meta.tsv, runs.tsv and table.md into
 # bench/results/<UTC stamp>-pack[-quick]/ (or --out DIR).
 set -euo pipefail
+cmdline="$0${*:+ $*}"
 cd "$(dirname "$0")/.."
+BENCH_PROG=pack.sh
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 
 BUILD=build
 QUICK=0
@@ -120,27 +124,28 @@ if [ $NEED_TAR = 1 ]; then
 fi
 find "$TREE" -type f -exec cat {} + >/dev/null
 
+# The run's facts, then the tree and the other tools' versions.
+eff=(bench/pack.sh --build "$(realpath "$BUILD")" --out "$OUT" --tools "$TOOLS"
+	--comps "$COMPS")
+[ $QUICK = 0 ] || eff+=(--quick)
 {
-	echo "date: $STAMP"
-	echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-	echo "machine: $(nproc) CPUs, $(awk '/MemTotal/ {print int($2/1024) " MiB"}' /proc/meminfo), $(uname -r)"
-	echo "tree: ${SRCS[*]} copied; $TREE_BYTES bytes in $TREE_FILES files ($TREE_ALL entries)"
-	echo "tools: $TOOLS; compressors: $COMPS"
+	run_facts --command "$(sh_words "${eff[@]}")" --typed "$cmdline" \
+		--build "$BUILD" --bin src/pack/sqfs-lazy-pack
+	printf 'tree_sources\t%s\n' "${SRCS[*]}"
+	printf 'tree_bytes\t%s\n' "$TREE_BYTES"
+	printf 'tree_files\t%s\n' "$TREE_FILES"
+	printf 'tree_entries\t%s\n' "$TREE_ALL"
+	printf 'tools\t%s\n' "$TOOLS"
+	printf 'comps\t%s\n' "$COMPS"
 	if [ $NEED_TAR = 1 ]; then
-		echo "tar: $(stat -c %s "$WORK/tree.tar") bytes"
+		printf 'tar_bytes\t%s\n' "$(stat -c %s "$WORK/tree.tar")"
 	fi
-	echo "sqfs-lazy-pack: $("$PACK" --version | head -1)"
-	for t in mksquashfs gensquashfs tar2sqfs; do
+	for t in gensquashfs tar2sqfs; do
 		want $t || continue
-		if [ $t = mksquashfs ]; then
-			echo "$t: $($t -version 2>&1 | head -1)"
-		else
-			echo "$t: $($t --version 2>&1 | head -1)"
-		fi
+		printf '%s_version\t%s\n' "$t" "$($t --version 2>&1 | head -1)"
 	done
-	echo "uptime before: $(uptime)"
-} >"$OUT/meta.txt"
-cat "$OUT/meta.txt" >&2
+} >"$OUT/meta.tsv"
+cat "$OUT/meta.tsv" >&2
 
 printf 'tool\tcomp\tjobs\twall_s\tcpu_s\tbytes\n' >"$OUT/runs.tsv"
 IMG=$WORK/out.sqfs
@@ -188,7 +193,7 @@ for comp in ${COMPS//,/ }; do
 		fi
 	done
 done
-echo "uptime after: $(uptime)" >>"$OUT/meta.txt"
+meta_end "$OUT/meta.tsv"
 
 python3 bench/pack_report.py "$OUT"
 echo "results: $OUT" >&2

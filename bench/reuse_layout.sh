@@ -18,10 +18,12 @@
 #
 # Variants: sqfs-lazy-pack (default layout), sqfs-lazy-pack --reuse-layout
 # (4K, the default) and --reuse-layout=16K, sqfs-lazy-pack --no-fragments,
-# mksquashfs (defaults), mksquashfs -no-fragments. Output: results/<UTC>-reuse-layout/{runs.tsv,table.md,
-# meta.txt,mutate.txt}.
+# mksquashfs (defaults), mksquashfs -no-fragments. Output:
+# results/<UTC>-reuse-layout/{meta.tsv,runs.tsv,table.md,mutate.txt,
+# subset.txt}.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cmdline="$0${*:+ $*}"
 BENCH_PROG=reuse_layout
 . "$here/lib.sh"
 
@@ -41,7 +43,7 @@ while [ $# -gt 0 ]; do
 	--seed) seed=${2:?}; shift ;;
 	--work) work=${2:?}; shift ;;
 	--results) results=${2:?}; shift ;;
-	-h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown option $1" ;;
 	esac
 	shift
@@ -71,11 +73,11 @@ cat "$out/mutate.txt" >&2
 openssl genpkey -algorithm ed25519 -out "$work/key.pem" 2>/dev/null
 chmod 600 "$work/key.pem"
 
-{
-	meta_common "$here/.."
-	printf 'command\t%s\n' "bench/reuse_layout.sh --src $src --mib $mib --pct $pct --seed $seed"
-	printf 'packer\t%s\n' "$("$pack" --version | head -1)"
-} >"$out/meta.txt"
+run_facts --command "$(sh_words bench/reuse_layout.sh --build "$build" \
+	--src "$src" --mib "$mib" --pct "$pct" --seed "$seed" --work "$work" \
+	--results "$(cd "$results" && pwd)")" --typed "$cmdline" \
+	--build "$build" --bin src/pack/sqfs-lazy-pack --bin sqfs-lazy-sign \
+	>"$out/meta.tsv"
 
 variants=(lazy lazy-reuse lazy-reuse16k lazy-nofrag mksquashfs mksquashfs-nofrag)
 do_pack() { # VARIANT TREE IMAGE
@@ -104,7 +106,7 @@ for v in "${variants[@]}"; do
 		--changed-img "$work/$v-changed.sqfs" --sign "$sign" --tsv "$tsv" >&2
 	rm -f "$work/$v-"*.sqfs
 done
-printf 'loadavg_end\t%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/meta.txt"
+meta_end "$out/meta.tsv"
 
 python3 "$here/reuse_layout.py" table "$tsv" >"$out/table.md"
 cat "$out/table.md"

@@ -14,8 +14,8 @@ constant docs/caching.md promises (32 MiB at 16 threads).
 
 The image defaults to the newest zstd image bench/mkdata.sh made under
 $SQFS_BENCH_WORK (default /tmp/sqfs-lazy-bench). Prints one line per run
-and writes results.json and table.md into --out (default
-bench/results/<UTC stamp>-rss).
+and writes meta.tsv (the run's facts), results.json and table.md into
+--out (default bench/results/<UTC stamp>-rss).
 """
 
 import argparse
@@ -32,6 +32,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 from servers import start_nginx  # noqa: E402
+import benchlib  # noqa: E402
 
 MiB = 1 << 20
 DEFAULT_OPTS = "block_cache=64M"
@@ -167,9 +168,20 @@ def main():
     with open(image, "rb") as f:
         f.seek(12)
         block_size = int.from_bytes(f.read(4), "little")
-    out = a.out or os.path.join(HERE, "results", time.strftime(
-        "%Y%m%dT%H%M%SZ", time.gmtime()) + "-rss")
+    a.build = os.path.abspath(a.build)
+    a.image = image
+    a.out = out = os.path.abspath(a.out or os.path.join(
+        HERE, "results", time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) +
+        "-rss"))
     os.makedirs(out, exist_ok=True)
+    # the run's facts: the command with every option's value, the commit
+    # of the build it measures
+    facts = benchlib.run_facts(
+        benchlib.argparse_command("bench/rss.py", ap, a), benchlib.shell_join(
+            sys.argv), [("", a.build, ["sqfs-lazy-mount"])])
+    benchlib.warn_unknown(facts)
+    benchlib.write_meta(os.path.join(out, "meta.tsv"), facts)
+    commit = dict(facts)["measured_commit"]
     web = tempfile.mkdtemp(prefix="rss-www-")
     os.link(image, os.path.join(web, "img.sqfs")) if os.stat(
         image).st_dev == os.stat(web).st_dev else shutil.copy(
@@ -189,17 +201,16 @@ def main():
     finally:
         nginx.stop()
         shutil.rmtree(web, ignore_errors=True)
-    commit = subprocess.run(["git", "-C", HERE, "rev-parse", "--short",
-                             "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
-    facts = {"commit": commit, "image": image, "options": a.opts,
-             "cpus": os.cpu_count(), "runs": runs}
+    res = {"measured_commit": commit, "image": image, "options": a.opts,
+           "cpus": os.cpu_count(), "runs": runs}
     with open(os.path.join(out, "results.json"), "w") as f:
-        json.dump(facts, f, indent=1)
+        json.dump(res, f, indent=1)
+    benchlib.meta_end(os.path.join(out, "meta.tsv"))
     worst = max(r["over"] for r in runs)
     with open(os.path.join(out, "table.md"), "w") as f:
-        f.write("commit %s, %s, -o threads=16,cache_dir=...,%s, 4 readers\n\n"
-                % (commit, os.path.basename(image), a.opts))
+        f.write("measured build %s, %s, -o threads=16,cache_dir=...,%s, "
+                "4 readers\n\n" % (commit[:12], os.path.basename(image),
+                                    a.opts))
         f.write("| run | seconds | peak RSS MiB | allowed MiB | over MiB |\n"
                 "|---|---|---|---|---|\n")
         for i, r in enumerate(runs):

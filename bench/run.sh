@@ -184,6 +184,13 @@ case $fuse_uring in
 '') ;;
 on|off)
 	[ -w "$uring_switch" ] || die "--fuse-uring: no $uring_switch (kernel without FUSE over io_uring?)"
+	# Machine-wide: every writer of the switch (tests/integration/util.py
+	# fuse_uring_switch(), tests/without_fuse_uring.sh) holds an exclusive
+	# flock on this file until it has put the old value back. Ours goes
+	# when the run exits, after cleanup() has put it back.
+	uring_lock=/run/lock/sqfs-lazy-fuse-uring.lock
+	exec 8>>"$uring_lock"
+	flock -x -w 3600 8 || die "--fuse-uring: $uring_lock still held after 3600 s (another run or test changes $uring_switch; see /proc/locks)"
 	uring_before=$(cat "$uring_switch")
 	if [ "$fuse_uring" = on ]; then echo Y >"$uring_switch"; else echo N >"$uring_switch"; fi
 	;;
@@ -385,13 +392,21 @@ verify_mount() {
 
 # ------------------------------------------------------------- metadata
 
-build_src=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["directories"]["source"])' \
-	"$build/meson-info/meson-info.json" 2>/dev/null || echo "")
+# The command with every option's effective value (defaults filled in) and
+# the environment the run reads: two runs that differ show different lines.
+eff=(bench/run.sh --readers "$readers" --workloads "$workloads"
+	--comps "$comps" --build "$build" --work "$(cd "$work" && pwd)"
+	--results "$(cd "$results" && pwd)" --runtime "$runtime" --repeat "$repeat")
+[ -z "$fuse_uring" ] || eff+=(--fuse-uring "$fuse_uring")
+[ "$quick" = 0 ] || eff+=(--quick)
+[ "$verify" = 0 ] || eff+=(--verify)
+effective=$(env_words SQFS_LAZY_ARGS SQUASHFUSE_LL_ARGS SQFS_BENCH_USR_MIB \
+	SQFS_BENCH_BIG_MIB SQFS_BENCH_SET_MIB)$(sh_words "${eff[@]}")
 {
 	printf 'format\tsqfs-lazy-bench/2\n'
-	printf 'command\t%s\n' "$cmdline"
+	run_facts --command "$effective" --typed "$cmdline" --build "$build" \
+		--bin sqfs-lazy-mount
 	printf 'cwd\t%s\n' "$PWD"
-	meta_common "$repo"
 	printf 'readers\t%s\n' "$readers"
 	printf 'workloads\t%s\n' "$workloads"
 	printf 'comps\t%s\n' "$comps"
@@ -403,14 +418,6 @@ build_src=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["dir
 	printf 'sqfs_lazy_args\t%s\n' "${SQFS_LAZY_ARGS:-}"
 	printf 'fuse_enable_uring\t%s\n' "$(cat "$uring_switch" 2>/dev/null || echo absent)"
 	printf 'sqfs_lazy_bin\t%s\n' "$lazy_bin"
-	if [ -x "$lazy_bin" ]; then
-		printf 'sqfs_lazy_version\t%s\n' "$(timeout 5 "$lazy_bin" --version 2>&1 | head -1 | sed 's/^sqfs-lazy-mount //' || true)"
-	fi
-	printf 'build_source\t%s\n' "$build_src"
-	if [ -n "$build_src" ]; then
-		printf 'build_commit\t%s\n' "$(git -C "$build_src" rev-parse -q --verify HEAD 2>/dev/null || echo none)"
-		printf 'build_dirty_files\t%s\n' "$(git -C "$build_src" status --porcelain 2>/dev/null | wc -l)"
-	fi
 	for c in "${comp_list[@]}"; do
 		printf 'image.%s.path\t%s\n' "$c" "${img_of[$c]}"
 		sed "s/=/\t/; s/^/image.$c./" "${img_of[$c]%.sqfs}.stamp"
@@ -478,6 +485,7 @@ find "$out/raw" -name '*.err' -size 0 -delete
 [ "$want_http" = 1 ] && cp "$hdir/access.log" "$out/raw/access.log"
 t_end=$(date +%s)
 printf 'bench_seconds\t%s\n' "$((t_end - t_start))" >>"$out/meta.tsv"
+meta_end "$out/meta.tsv"
 log "measurements took $((t_end - t_start)) s"
 
 python3 "$here/compare.py" report "$out" | tee "$out/table.txt"

@@ -20,7 +20,9 @@ faults, every byte checked against the kernel's loop mount.
   different bytes never are.
 - Every second the daemon's VmRSS/VmHWM is sampled.
 
-Prints a report (also written to DIR/report.json) and exits 1 if a read
+Prints a report (also written to DIR/report.json, beside DIR/meta.tsv:
+the command with every option's value, the build's commit) and exits 1
+if a read
 returned wrong bytes or an error other than EIO, an EIO fell outside the
 fault windows, fewer than CLEAN_OK of the reads in fault-off time succeeded
 (or there were none), RSS grew after warm-up by more than the margin, the
@@ -46,6 +48,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 
 from fault_server import FaultServer  # noqa: E402
 import util  # noqa: E402
+import benchlib  # noqa: E402
 
 # Daemon configuration under test (reported with the results).
 TIMEOUT = 4           # seconds per HTTP request
@@ -240,6 +243,22 @@ def main():
     ap.add_argument("--fault-on", type=float, default=20,
                     help="seconds of mix faults per cycle")
     args = ap.parse_args()
+    args.build = os.path.abspath(args.build)
+    if args.out:
+        # the run's facts: the command with every option's value, the
+        # commit of the build it measures
+        args.out = os.path.abspath(args.out)
+        os.makedirs(args.out, exist_ok=True)
+        facts = benchlib.run_facts(
+            benchlib.argparse_command("bench/soak.py", ap, args),
+            benchlib.shell_join(sys.argv),
+            [("", args.build, ["sqfs-lazy-mount"])])
+        benchlib.warn_unknown(facts)
+        benchlib.write_meta(os.path.join(args.out, "meta.tsv"), facts + [
+            ("daemon_options", ",".join(
+                ["timeout=%d" % TIMEOUT, "connect_timeout=%d" %
+                 CONNECT_TIMEOUT, "retries=%d" % RETRIES] +
+                ["%s=%d" % kv for kv in CACHES.items()]))])
 
     daemon = os.path.join(args.build, "sqfs-lazy-mount")
     work = tempfile.mkdtemp(prefix="lsq-soak-")
@@ -420,6 +439,7 @@ def main():
             f.write(text + "\n")
         with open(os.path.join(args.out, "daemon.log.tail"), "w") as f:
             f.write("\n".join(log_lines[-200:]) + "\n")
+        benchlib.meta_end(os.path.join(args.out, "meta.tsv"))
     subprocess.run(["rm", "-rf", work])
     return 1 if failed else 0
 

@@ -73,19 +73,14 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-{
-	printf 'date\t%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-	printf 'cmdline\t%s\n' "$cmdline"
-	printf 'build\t%s\n' "$build"
-	printf 'git_commit\t%s\n' "$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo -)"
-	printf 'git_dirty_files\t%s\n' "$(git -C "$repo" status --porcelain 2>/dev/null | grep -vc '^??' || true)"
-	printf 'nproc\t%s\n' "$(nproc)"
-	printf 'loadavg_start\t%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
-	printf 'nginx_version\t%s\n' "$(nginx -v 2>&1 | sed 's/^nginx version: //')"
-} >"$run/meta.tsv"
+run_facts --command "$(sh_words bench/tier.sh --mounts "$mounts" \
+	--share "$share" --usr-mib "$usr_mib" --slices "$slices" \
+	--delays "$delays" --origins "$origins" --build "$build" \
+	--work "$(cd "$work" && pwd)" --results "$(cd "$results" && pwd)")" \
+	--typed "$cmdline" --build "$build" --bin sqfs-lazy-mount >"$run/meta.tsv"
 
 python3 "$here/tier_bench.py" --build "$build" --work "$work" --run "$run" \
 	--mounts "$mounts" --share "$share" --usr-mib "$usr_mib" \
 	--slices "$slices" --delays "$delays" --origins "$origins"
-printf 'loadavg_end\t%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$run/meta.tsv"
+meta_end "$run/meta.tsv"
 echo "results: $run"

@@ -12,7 +12,11 @@
 # bench/mkdata.sh when missing and never changed). Needs root.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+BENCH_PROG=verify_cost.sh
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
 build=${SQFS_BENCH_BUILD:-$here/../build}
+build=$(cd "$build" && pwd)
 [ "${1:-}" != -- ] || shift
 run_args=("$@")
 [ ${#run_args[@]} -gt 0 ] || run_args=(--readers kernel,lazy-local,lazy-http
@@ -45,5 +49,8 @@ for img in "${images[@]}"; do
 	fi
 	cp "$(dirname "$img")/$base.stamp" "$(dirname "$img")/src.facts" "$d/"
 done
+# knobs.sh's folder records this command as its caller (meta.tsv)
+export SQFS_BENCH_CALLER="${SQFS_BENCH_CALLER:+$SQFS_BENCH_CALLER > }$(env_words \
+	SQFS_BENCH_WORK)$(sh_words bench/verify_cost.sh -- "${run_args[@]}")"
 SQFS_BENCH_WORK=$signed SQFS_BENCH_VERIFY_KEY=$signed/pub.pem \
 	"$here/knobs.sh" --build "$build" --configs default,verify -- "${run_args[@]}"

@@ -47,6 +47,16 @@
  * request until the rings are up, and registration works without it.
  * At unmount the kernel ends every pending fetch with -ENOTCONN.
  *
+ * Refusal: the kernel refuses every ring command once root switches
+ * enable_uring off, the COMMIT_AND_FETCH that carries an answer included.
+ * Refused at registration, before the rings carry anything, the threads
+ * end and /dev/fuse serves the mount. Refused later, the request in hand
+ * and every later one belong to the rings, and nothing lets their answers
+ * go over /dev/fuse: its caller would wait for good. The daemon then ends
+ * the connection instead (abandon_connection): one error line, and the
+ * process exits, so the kernel aborts the connection and callers get
+ * ENOTCONN.
+ *
  * On by default (-o io_uring=off to stay on /dev/fuse); used only where
  * root has switched the kernel's support on. docs/decisions.md has the
  * figures and what was tried.
@@ -68,9 +78,11 @@
 #define FUSE_USE_VERSION 312
 
 #include <errno.h>
+#include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <linux/fuse.h>
 #include <liburing.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -125,6 +137,7 @@ _Static_assert(sizeof(struct ring_cmd_req) == 24, "FUSE ring ABI");
 #define LOG_KEY_REQUEST UINT64_C(0xf0e0000000000001)
 #define LOG_KEY_NO_REPLY UINT64_C(0xf0e0000000000002)
 #define LOG_KEY_REREGISTER UINT64_C(0xf0e0000000000003)
+#define LOG_KEY_REFUSED UINT64_C(0xf0e0000000000004)
 
 /* How far from the end of its queue's reads a READ may start and still
  * count as sequential (float_for_read): the readahead in flight. */
@@ -159,10 +172,12 @@ struct ring_queue {
 
 struct lsq_uring {
 	struct fuse_session *se;
-	int fd;
+	int fd;                   /* our own dup of the session's /dev/fuse */
+	bool asked;               /* -o io_uring given: say why it is not used */
 	unsigned nqueues;
 	unsigned nthreads;
 	atomic_bool stopping;
+	atomic_bool abandoning;   /* a thread is ending the connection */
 	atomic_uint registered; /* threads whose entry the kernel holds */
 	struct ring_thread *threads;
 	struct ring_queue *queues;
@@ -418,6 +433,44 @@ static int register_entry(struct ring_thread *t)
 	}
 }
 
+/* Whether the connection has ended (unmounted or aborted): /dev/fuse then
+ * polls POLLERR, as libfuse's unmount checks too. */
+static bool connection_gone(const struct lsq_uring *u)
+{
+	struct pollfd p = { .fd = u->fd, .events = 0 };
+
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLNVAL));
+}
+
+/* A ring command failed with err while the rings carry the connection's
+ * requests: an answer the kernel refused, or an entry it would not take
+ * back, leaves callers waiting on a queue nobody serves. Unless the
+ * connection is ending anyway (unmount, stop), end it: one error line,
+ * then the process exits. The kernel aborts a connection whose /dev/fuse
+ * is closed, and the connection guard (conn_guard.c) writes its fusectl
+ * abort as our main thread dies, even should another thread of ours be
+ * stuck in the kernel: every caller gets ENOTCONN, and the mount point
+ * stays until it is unmounted, as after a crash. A clean stop would not
+ * do: nothing wakes the /dev/fuse loop, and the page store may wait on a
+ * page whose READ is one of the unanswered requests. Returns when the
+ * connection is ending anyway, or another thread ends it. */
+static void abandon_connection(struct ring_thread *t, int err)
+{
+	struct lsq_uring *u = t->u;
+
+	if (atomic_load(&u->stopping) || connection_gone(u) ||
+	    atomic_exchange(&u->abandoning, true))
+		return;
+	if (err == -EOPNOTSUPP)
+		lsq_err_log("io_uring: the kernel refused FUSE io_uring "
+			    "(enable_uring switched off?); aborting the "
+			    "connection");
+	else
+		lsq_err_log("io_uring: queue %u: %s; aborting the connection",
+			    t->qid, strerror(-err));
+	_exit(EXIT_FAILURE);
+}
+
 static void *ring_thread_main(void *arg)
 {
 	struct ring_thread *t = arg;
@@ -444,6 +497,18 @@ static void *ring_thread_main(void *arg)
 		t->ring_ready = true;
 		res = register_entry(t);
 	}
+	if (res == -EOPNOTSUPP) {
+		/* switched off since lsq_uring_start() looked: the rings carry
+		 * nothing yet (unless every queue has an entry already; then
+		 * the first answer is refused too, and the loop below ends
+		 * the connection) */
+		lsq_log_once(LOG_KEY_REFUSED,
+			     u->asked ? LSQ_LOG_INFO : LSQ_LOG_DEBUG,
+			     "io_uring: the kernel refused FUSE io_uring "
+			     "(enable_uring switched off?); requests come over "
+			     "/dev/fuse");
+		return NULL;
+	}
 	if (res) {
 		if (res != -ECANCELED)
 			lsq_debug("io_uring: queue %u: cannot register: %s",
@@ -460,8 +525,11 @@ static void *ring_thread_main(void *arg)
 				break;
 			continue;
 		}
-		if (res)
+		if (res) {
+			/* the commit in hand may not have gone in */
+			abandon_connection(t, res);
 			break;
+		}
 		res = cqe->res;
 		io_uring_cqe_seen(&t->ring, cqe);
 		if (res == -ENOTCONN || res == -ECONNABORTED ||
@@ -478,14 +546,27 @@ static void *ring_thread_main(void *arg)
 			if (res == 0)
 				continue;
 		}
+		/* enable_uring switched off: the kernel refuses every ring
+		 * command, this answer's commit included (fuse_uring_cmd()
+		 * checks the switch first, so an unmount that raced it
+		 * looks the same: abandon_connection() tells) */
+		if (res == -EOPNOTSUPP) {
+			abandon_connection(t, res);
+			break;
+		}
 		/* The kernel dropped our entry: a queue whose entries all
 		 * went would leave its CPU's callers waiting for good, so
-		 * hand it a fresh one. */
+		 * hand it a fresh one, or end the connection if it will not
+		 * take one. */
 		lsq_log_once(LOG_KEY_REREGISTER, LSQ_LOG_WARNING,
 			     "io_uring: queue %u: %s; "
 			     "registering again", t->qid, strerror(-res));
-		if (register_entry(t) != 0)
-			break;
+		res = register_entry(t);
+		if (res == 0)
+			continue;
+		if (res != -ECANCELED)
+			abandon_connection(t, res);
+		break;
 	}
 	atomic_fetch_sub(&u->registered, 1);
 	current_thread = NULL;
@@ -567,7 +648,17 @@ struct lsq_uring *lsq_uring_start(struct fuse_session *se, unsigned threads,
 	if (!u)
 		return NULL;
 	u->se = se;
-	u->fd = fuse_session_fd(se);
+	u->asked = asked;
+	/* Our own reference to /dev/fuse: fuse_session_unmount() closes the
+	 * session's descriptor before lsq_uring_stop() stops the threads,
+	 * and their commands must not name a closed or reused one. */
+	u->fd = fcntl(fuse_session_fd(se), F_DUPFD_CLOEXEC, 3);
+	if (u->fd < 0) {
+		lsq_debug("io_uring: dup of /dev/fuse: %s; using /dev/fuse",
+			  strerror(errno));
+		free(u);
+		return NULL;
+	}
 	u->nqueues = possible_cpus();
 	if (sched_getaffinity(0, sizeof(u->allowed), &u->allowed) != 0)
 		CPU_ZERO(&u->allowed);  /* then no thread floats */
@@ -578,6 +669,7 @@ struct lsq_uring *lsq_uring_start(struct fuse_session *se, unsigned threads,
 	for (q = 0; q < u->nqueues; q++)
 		u->nthreads += queue_threads(u, q, per_queue);
 	atomic_init(&u->stopping, false);
+	atomic_init(&u->abandoning, false);
 	atomic_init(&u->registered, 0);
 	u->threads = calloc(u->nthreads, sizeof(*u->threads));
 	u->queues = calloc(u->nqueues, sizeof(*u->queues));
@@ -597,7 +689,7 @@ struct lsq_uring *lsq_uring_start(struct fuse_session *se, unsigned threads,
 		}
 	}
 	/* From here on libfuse sends every message through ring_writev. */
-	if (fuse_session_custom_io(se, &ring_io, u->fd) != 0) {
+	if (fuse_session_custom_io(se, &ring_io, fuse_session_fd(se)) != 0) {
 		lsq_debug("io_uring: libfuse refused the reply hook");
 		goto fail;
 	}
@@ -620,6 +712,7 @@ fail:
 		free_thread_buffers(&u->threads[i]);
 	free(u->threads);
 	free(u->queues);
+	close(u->fd);
 	free(u);
 	return NULL;
 }
@@ -656,6 +749,7 @@ void lsq_uring_stop(struct lsq_uring *u)
 	}
 	free(u->threads);
 	free(u->queues);
+	close(u->fd);
 	free(u);
 }
 

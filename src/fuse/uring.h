@@ -24,7 +24,11 @@ struct lsq_uring;
  * all queues are up. Returns NULL when the kernel does not offer FUSE over
  * io_uring (fuse module parameter enable_uring) or this build lacks
  * liburing, having said so if 'asked' (at debug level otherwise); the
- * mount then works over /dev/fuse. */
+ * mount then works over /dev/fuse, as it does when the kernel refuses the
+ * rings' registration. Should the kernel refuse a ring command once the
+ * rings carry requests (root switched enable_uring off under the mount),
+ * no answer can reach their callers: a ring thread then logs one error
+ * and ends the process (_exit), which aborts the connection. */
 struct lsq_uring *lsq_uring_start(struct fuse_session *se, unsigned threads,
 				  bool asked);
 

@@ -6,22 +6,20 @@ import hashlib
 import os
 import stat
 import subprocess
+import time
 
 import pytest
 
-from conftest import daemon, require, sha256_file
+from conftest import daemon, sha256_file
+from servers import kernel_loop_mount, kernel_umount
 
 
 @pytest.fixture(scope="module")
 def kernel_mount(big_image, tmp_path_factory):
-    require(os.geteuid() == 0, "needs root for a loop mount")
     mnt = str(tmp_path_factory.mktemp("kmnt"))
-    r = subprocess.run(["mount", "-t", "squashfs", "-o", "loop,ro",
-                        big_image["path"], mnt], capture_output=True)
-    require(r.returncode == 0, "kernel squashfs loop mount failed: %s"
-            % r.stderr.decode(errors="replace"))
+    kernel_loop_mount(big_image["path"], mnt)
     yield mnt
-    subprocess.run(["umount", mnt], capture_output=True)
+    kernel_umount(mnt)
 
 
 def walk(root):
@@ -139,24 +137,29 @@ def test_daemon_mode(nginx, big_image, tmp_path):
 
 def test_concurrent_sequential_and_random(nginx, big_image, mounts):
     """Many threads, sequential streams and random reads at once: the
-    readahead cache (bounded, shared) must never hand out wrong bytes."""
+    readahead cache (bounded, shared) must never hand out wrong bytes.
+    Each thread counts its comparisons and records any exception it met
+    (an EIO fails the test like a wrong byte); every thread must finish
+    with all its reads done."""
     import random
     import threading
     m = mounts(nginx.url("img.sqfs"), ["readahead=512K", "max_connections=3"])
     ref_path = os.path.join(big_image["tree"], "large.bin")
     size = os.path.getsize(ref_path)
-    errors = []
+    lock = threading.Lock()
+    wrong, raised, done = [], [], {}
 
-    def seq(start):
+    def seq(name, start):
         with open(ref_path, "rb") as g, \
                 open(os.path.join(m.mnt, "large.bin"), "rb") as f:
             for i in range(48):
                 off = start + i * 131072
                 if os.pread(f.fileno(), 131072, off) != \
                         os.pread(g.fileno(), 131072, off):
-                    errors.append(("seq", off))
+                    wrong.append((name, off))
+                done[name] += 1
 
-    def rnd(seed):
+    def rnd(name, seed):
         rng = random.Random(seed)
         with open(ref_path, "rb") as g, \
                 open(os.path.join(m.mnt, "large.bin"), "rb") as f:
@@ -164,16 +167,32 @@ def test_concurrent_sequential_and_random(nginx, big_image, mounts):
                 off = rng.randrange(0, size - 70000)
                 n = rng.randrange(1, 70000)
                 if os.pread(f.fileno(), n, off) != os.pread(g.fileno(), n, off):
-                    errors.append(("rnd", off, n))
+                    wrong.append((name, off, n))
+                done[name] += 1
 
-    threads = [threading.Thread(target=seq, args=(k * (23 << 20),))
-               for k in range(6)]
-    threads += [threading.Thread(target=rnd, args=(k,)) for k in range(4)]
+    def guarded(fn, name, arg):
+        try:
+            fn(name, arg)
+        except BaseException as e:
+            with lock:
+                raised.append((name, done[name], repr(e)))
+
+    jobs = [(seq, "seq%d" % k, k * (23 << 20), 48) for k in range(6)]
+    jobs += [(rnd, "rnd%d" % k, k, 40) for k in range(4)]
+    done.update((name, 0) for _, name, _, _ in jobs)
+    threads = [threading.Thread(target=guarded, args=(fn, name, arg),
+                                name=name, daemon=True)
+               for fn, name, arg, _ in jobs]
     for t in threads:
         t.start()
+    deadline = time.monotonic() + 300
     for t in threads:
-        t.join(120)
-    assert not errors, errors[:5]
+        t.join(max(0.0, deadline - time.monotonic()))
+    hung = [t.name for t in threads if t.is_alive()]
+    assert not hung, "reader threads still running after 300 s: %r" % hung
+    assert not raised, raised
+    assert not wrong, wrong[:5]
+    assert done == {name: n for _, name, _, n in jobs}, done
 
 
 def test_cat_reads_a_url(nginx, big_image):

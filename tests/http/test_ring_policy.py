@@ -18,25 +18,17 @@ from conftest import read_with_timeout
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..",
                                 "integration"))
-from util import SCHED_OTHER, daemon_stats, thread_policies  # noqa: E402
-ENABLE_URING = "/sys/module/fuse/parameters/enable_uring"
+from util import (SCHED_OTHER, daemon_stats, fuse_uring_switch,  # noqa: E402
+                  thread_policies)
 
 
 @pytest.fixture
 def uring_on():
-    """True once the switch is on; False on a kernel without it."""
-    if not os.path.exists(ENABLE_URING):
-        yield False
-        return
-    with open(ENABLE_URING) as f:
-        old = f.read().strip()
-    with open(ENABLE_URING, "w") as f:
-        f.write("1")
-    try:
-        yield True
-    finally:
-        with open(ENABLE_URING, "w") as f:
-            f.write(old)
+    """True once the switch is on; False on a kernel without it. The
+    switch is machine-wide: util.fuse_uring_switch() holds its lock and
+    puts it back."""
+    with fuse_uring_switch() as set_switch:
+        yield set_switch(True)
 
 
 def ring_policies(pid):

@@ -28,7 +28,7 @@ import time
 import pytest
 
 from conftest import _randbytes, daemon, mksquashfs, require
-from servers import start_nginx, start_tier
+from servers import kernel_loop_mount, kernel_umount, start_nginx, start_tier
 from test_nginx import walk
 
 SLICE = 1 << 20
@@ -113,14 +113,10 @@ def tier(origin, tmp_path):
 
 @pytest.fixture(scope="module")
 def kernel_mount(images, tmp_path_factory):
-    require(os.geteuid() == 0, "needs root for a loop mount")
     mnt = str(tmp_path_factory.mktemp("kmnt"))
-    r = subprocess.run(["mount", "-t", "squashfs", "-o", "loop,ro",
-                        images["img"], mnt], capture_output=True)
-    require(r.returncode == 0, "kernel squashfs loop mount failed: %s"
-            % r.stderr.decode(errors="replace"))
+    kernel_loop_mount(images["img"], mnt)
     yield mnt
-    subprocess.run(["umount", mnt], capture_output=True)
+    kernel_umount(mnt)
 
 
 def _get(port, path, method="GET", **headers):

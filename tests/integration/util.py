@@ -6,6 +6,7 @@ comparison, and a minimal SquashFS reader used to locate blocks to corrupt.
 import contextlib
 import ctypes
 import errno
+import fcntl
 import os
 import platform
 import shlex
@@ -272,33 +273,150 @@ def thread_policies(pid, name):
 
 
 FUSE_URING_SWITCH = "/sys/module/fuse/parameters/enable_uring"
+# Whoever changes enable_uring holds an exclusive flock on this file for as
+# long as the change lasts, and puts the old value back before letting go:
+# fuse_uring_switch() here, tests/without_fuse_uring.sh and bench/run.sh
+# --fuse-uring. Nothing else may write the switch.
+FUSE_URING_LOCK = "/run/lock/sqfs-lazy-fuse-uring.lock"
+# How long fuse_uring_switch() waits for another holder (a whole test run
+# under tests/without_fuse_uring.sh, a benchmark) before failing.
+FUSE_URING_LOCK_TIMEOUT = 3600.0
+
+
+def _flock_holders(path):
+    """'pid (command)' of the processes holding a flock on path, from
+    /proc/locks, for the message of a lock that cannot be had."""
+    try:
+        st = os.stat(path)
+        with open("/proc/locks") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    want = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+    out = []
+    for ln in lines:
+        f = ln.split()
+        if "FLOCK" not in f or "->" in f:  # "->": a waiter
+            continue
+        i = f.index("FLOCK")
+        try:
+            major, minor, ino = f[i + 4].split(":")
+            if (int(major, 16), int(minor, 16), int(ino)) != want:
+                continue
+        except (IndexError, ValueError):
+            continue
+        pid = f[i + 3]
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as c:
+                cmd = c.read().replace(b"\0", b" ").decode(
+                    errors="replace").strip()
+        except OSError:
+            cmd = "?"
+        out.append("%s (%s)" % (pid, cmd[:200]))
+    return out
+
+
+@contextlib.contextmanager
+def fuse_uring_lock(timeout=FUSE_URING_LOCK_TIMEOUT):
+    """Holds the exclusive flock of FUSE_URING_LOCK while the block runs;
+    fails the test, naming the holder, when it cannot be had in time."""
+    fd = os.open(FUSE_URING_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+                 0o644)
+    try:
+        deadline = time.monotonic() + timeout
+        pause = 0.05
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    pytest.fail(
+                        "could not lock %s within %d s: another process "
+                        "changes the fuse module's enable_uring (holders: "
+                        "%s). Wait for it, or end it and check %s"
+                        % (FUSE_URING_LOCK, timeout,
+                           ", ".join(_flock_holders(FUSE_URING_LOCK)) or
+                           "unknown", FUSE_URING_SWITCH), pytrace=False)
+                time.sleep(pause)
+                pause = min(pause * 2, 1.0)
+        yield
+    finally:
+        os.close(fd)  # lets go of the lock
 
 
 @contextlib.contextmanager
 def fuse_uring_switch():
     """Yields set(on) for the fuse module's enable_uring (machine-wide:
     FUSE over io_uring for mounts made while on) and puts it back; set()
-    returns whether mounts made now get rings. A kernel without FUSE over
-    io_uring (before 6.14, or the switch hidden as tests/without_fuse_uring.sh
-    does) has no switch: set() changes nothing and returns False, and the
-    tests check the fallback, the same mount over /dev/fuse."""
+    returns whether mounts made now get rings. The switch is held under
+    fuse_uring_lock() throughout: no other test or benchmark changes it
+    meanwhile. A kernel without FUSE over io_uring (before 6.14, or the
+    switch hidden as tests/without_fuse_uring.sh does) has no switch:
+    set() changes nothing and returns False, and the tests check the
+    fallback, the same mount over /dev/fuse."""
     require_root()
     if not os.path.exists(FUSE_URING_SWITCH):
         yield lambda on: False
         return
-    with open(FUSE_URING_SWITCH) as f:
-        old = f.read().strip()
+    with fuse_uring_lock():
+        with open(FUSE_URING_SWITCH) as f:
+            old = f.read().strip()
 
-    def set_switch(on):
-        with open(FUSE_URING_SWITCH, "w") as f:
-            f.write("Y" if on else "N")
-        return on
+        def set_switch(on):
+            with open(FUSE_URING_SWITCH, "w") as f:
+                f.write("Y" if on else "N")
+            return on
 
-    try:
-        yield set_switch
-    finally:
-        with open(FUSE_URING_SWITCH, "w") as f:
-            f.write(old)
+        try:
+            yield set_switch
+        finally:
+            with open(FUSE_URING_SWITCH, "w") as f:
+                f.write(old)
+
+
+def fuse_connection(mnt):
+    """The fusectl number of the FUSE mount at mnt (its device number, as
+    /sys/fs/fuse/connections names it), from mountinfo: a stat() would ask
+    the daemon. None when mnt is no FUSE mount."""
+    mnt = os.path.realpath(mnt)
+    found = None
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            parts = line.split()
+            sep = parts.index("-")
+            if (_unescape(parts[4]) == mnt and
+                    parts[sep + 1].split(".")[0] in ("fuse", "fuseblk")):
+                major, minor = (int(x) for x in parts[2].split(":"))
+                found = os.makedev(major, minor)  # the last is on top
+    return found
+
+
+FUSECTL = "/sys/fs/fuse/connections"
+
+
+def abort_connection(mnt):
+    """Aborts the FUSE connection of the mount at mnt through fusectl, as
+    the daemon's guard would: every waiting caller gets ENOTCONN. For the
+    cleanup of a test whose daemon hung. Where fusectl is not mounted, it
+    is mounted for this alone in a mount namespace of its own, as the
+    guard does. Returns whether it wrote."""
+    dev = fuse_connection(mnt)
+    if dev is None:
+        return False
+    abort = "%s/%d/abort" % (FUSECTL, dev)
+    if os.path.isdir(os.path.dirname(abort)):
+        try:
+            with open(abort, "w") as f:
+                f.write("1")
+            return True
+        except OSError:
+            return False
+    r = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+         'mount -t fusectl fusectl "$1" && echo 1 > "$2"', "sh", FUSECTL,
+         abort], capture_output=True, timeout=30)
+    return r.returncode == 0
 
 
 def daemon_stats(mnt):

@@ -1,8 +1,8 @@
 """Fixtures for the packer suite (tests/pack).
 
 Environment: LSQ_BUILD_DIR (meson build root; the packer is
-$LSQ_BUILD_DIR/src/pack/sqfs-lazy-pack), CI (missing prerequisites fail
-instead of skipping).
+$LSQ_BUILD_DIR/src/pack/sqfs-lazy-pack). A missing prerequisite is a
+skip, which tests/run.sh fails unless LSQ_ALLOW_SKIPS=1.
 """
 
 import atexit
@@ -20,11 +20,9 @@ import packtree  # noqa: E402
 
 
 def need(cond, why):
-    """Skip (or fail under CI) when a prerequisite is missing."""
+    """Skip when a prerequisite is missing (tests/run.sh fails skips)."""
     if cond:
         return
-    if os.environ.get("CI"):
-        pytest.fail("missing prerequisite under CI: " + why)
     pytest.skip(why)
 
 

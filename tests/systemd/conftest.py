@@ -2,8 +2,9 @@
 tree, a small image made here with known contents, and nginx serving it on
 127.0.0.1 (tests/servers.py, which also has the small helpers used here).
 
-Missing tools skip the tests on a developer machine and fail them when CI is
-set (CI runs as root with everything scripts/install-deps.sh installs).
+A missing tool skips a test (servers.require()); tests/run.sh counts each
+skip as a failure, with its reason, unless LSQ_ALLOW_SKIPS=1
+(docs/testing.md). scripts/install-deps.sh installs every tool needed.
 """
 
 import os

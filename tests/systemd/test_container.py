@@ -10,6 +10,12 @@ runs no systemd or D-Bus, hence --register=no --keep-unit; the container
 shares the host's network, so it reaches nginx on 127.0.0.1. Every command
 in the container runs through nsenter into PID 1's namespaces, with a
 timeout; the nspawn process is always stopped at the end.
+
+A container that cannot be made or booted (no network for debootstrap;
+inside a chroot systemd-nspawn -b boots to "offline") fails each test of
+the module with the same one line, from one attempt: the module-scoped
+fixture raises pytest.fail(..., pytrace=False), which pytest keeps for the
+module's other tests.
 """
 
 import json
@@ -25,6 +31,19 @@ from conftest import (CONTENT, HERE, build_dir, require, require_mount_env,
                       sha256_file)
 
 CACHE = os.environ.get("LSQ_ROOTFS_CACHE", "/var/cache/sqfs-lazy-test")
+
+
+class BootError(Exception):
+    """The container could not be booted; the message is one line."""
+
+
+def last_line(text, pick=None):
+    """The last non-empty line of text (the last one pick() accepts, if
+    any does), stripped and shortened for a one-line message."""
+    lines = [l.strip() for l in (text or "").splitlines() if l.strip()]
+    chosen = [l for l in lines if pick(l)] if pick else []
+    line = (chosen or lines or [""])[-1]
+    return line if len(line) <= 200 else line[:197] + "..."
 
 
 class Container:
@@ -48,29 +67,46 @@ class Container:
         deadline = time.monotonic() + 60
         while self.pid1 is None:
             if self.proc.poll() is not None:
-                raise AssertionError("systemd-nspawn exited (%d):\n%s" % (
-                    self.proc.returncode, self.boot_log()))
+                raise BootError("systemd-nspawn exited with status %d: %s" % (
+                    self.proc.returncode, self.log_hint()))
             if time.monotonic() > deadline:
-                raise AssertionError("no systemd in the container:\n" +
-                                     self.boot_log())
+                raise BootError("no systemd process in the container after "
+                                "60 s: " + self.log_hint())
             self.pid1 = self.find_pid1()
             time.sleep(0.05)
         # systemctl fails until PID 1 listens on its private socket
         while True:
-            r = self.run("systemctl", "is-system-running", "--wait",
-                         timeout=90, check=False)
+            try:
+                r = self.run("systemctl", "is-system-running", "--wait",
+                             timeout=90, check=False)
+            except subprocess.TimeoutExpired:
+                raise BootError("systemctl is-system-running --wait did not "
+                                "answer in 90 s: " + self.log_hint())
             if r.stdout.strip() or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
-        # "degraded" would name a unit that failed at boot: show it
         state = r.stdout.strip()
         failed = self.run("systemctl", "--failed", "--plain",
                           "--no-legend", check=False).stdout
         # "degraded": a unit of the base system failed to start, which
         # depends on the machine, not on us; ours are not started yet
-        assert state in ("running", "degraded"), (state, r.stderr, failed)
-        assert "sqfs" not in failed, failed
+        if state not in ("running", "degraded"):
+            why = last_line(r.stderr)
+            raise BootError("its systemd is %r, not running%s: %s%s" % (
+                state or "silent",
+                " (systemctl cannot reach PID 1, as when the host is a "
+                "chroot)" if state == "offline" else "",
+                why + "; " if why else "", self.log_hint()))
+        if "sqfs" in failed:
+            raise BootError("a sqfs-lazy unit failed at boot: " +
+                            last_line(failed, lambda l: "sqfs" in l))
         self.boot_state = (state, failed)
+
+    def log_hint(self):
+        """The boot log's last error-looking line and where the log is."""
+        line = last_line(self.boot_log(), lambda l: any(
+            w in l.lower() for w in ("fail", "error", "cannot", "refus")))
+        return "%sboot log: %s" % (line + "; " if line else "", self.logpath)
 
     def find_pid1(self):
         """The container's init: the process named systemd below nspawn."""
@@ -114,15 +150,16 @@ class Container:
             return f.read()[-4000:].decode(errors="replace")
 
     def stop(self):
-        if self.proc is None or self.proc.poll() is not None:
+        if self.proc is None:
             return
-        # one SIGTERM asks nspawn to halt the container in order
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(30)
+        if self.proc.poll() is None:
+            # one SIGTERM asks nspawn to halt the container in order
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(30)
         self.log.close()
         # nspawn's (empty) mount propagation directory outlives it
         try:
@@ -171,12 +208,22 @@ def stage_install(stage, root):
 
 @pytest.fixture(scope="module")
 def container(tmp_path_factory, image):
+    """The booted container, once per module. Failing to make or boot it
+    fails every test of the module with one line and no traceback (pytest
+    re-raises a module fixture's failure without running it again)."""
     require_mount_env()
     for tool in ("systemd-nspawn", "debootstrap", "nsenter", "meson"):
         require(shutil.which(tool) is not None, tool + " missing")
-    r = subprocess.run(["bash", os.path.join(HERE, "make_rootfs.sh"), CACHE],
-                       capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stderr
+    try:
+        r = subprocess.run(["bash", os.path.join(HERE, "make_rootfs.sh"),
+                            CACHE], capture_output=True, text=True,
+                           timeout=900)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the container's rootfs could not be made: "
+                    "make_rootfs.sh took over 900 s", pytrace=False)
+    if r.returncode != 0:
+        pytest.fail("the container's rootfs could not be made: "
+                    "make_rootfs.sh: " + last_line(r.stderr), pytrace=False)
     root = r.stdout.strip().splitlines()[-1]
     work = tmp_path_factory.mktemp("container")
     os.chmod(work, 0o755)
@@ -185,7 +232,14 @@ def container(tmp_path_factory, image):
     c = Container(root, str(stage), os.path.dirname(image[0]),
                   str(work / "nspawn.log"))
     try:
-        c.boot()
+        failure = None
+        try:
+            c.boot()
+        except BootError as e:
+            failure = "the container could not boot: %s" % e
+        if failure:
+            # outside the except clause: no chained exception is shown
+            pytest.fail(failure, pytrace=False)
         # the project, unpacked over the root; /sbin stays a symlink
         c.run("sh", "-c", "tar -C /mnt/stage -cf - . | "
               "tar -C / --keep-directory-symlink -xf -")

@@ -53,6 +53,9 @@
 /* A span slower than this means a slow link or origin: one stream. */
 #define SLOW_SPAN_NS (1500000000ull)
 #define MAX_FAILURES 5u
+/* How long a stream other than the first rests while readers wait on
+ * the network before it looks again. */
+#define READER_NAP_NS (10000000ull)
 #define MAX_UNITS (1u << 22)
 
 struct bg_unit {
@@ -319,6 +322,15 @@ static bool link_wants_it(struct lsq_background *bg)
 	return false;
 }
 
+/* Whether a read someone waits for is on the network now. */
+static bool readers_waiting(struct lsq_background *bg)
+{
+	struct lsq_http_stats hs;
+
+	return lsq_source_http_get_stats(bg->img->src, &hs) == LSQ_OK &&
+	       hs.in_flight_waited > 0;
+}
+
 /* Wait for a profile prefetch in progress (its spans are surer bets) and
  * a round trip worth hiding; false: do not fetch. */
 static bool wait_to_start(struct lsq_background *bg)
@@ -346,6 +358,12 @@ static void fetch(struct lsq_background *bg, unsigned stream)
 
 		if (stream >= bg->active) {  /* backed off: this one rests */
 			nap(bg, 1000000000ull);
+			continue;
+		}
+		/* a reader waits for the network: leave it all but one
+		 * stream's share of the link */
+		if (stream > 0 && readers_waiting(bg)) {
+			nap(bg, READER_NAP_NS);
 			continue;
 		}
 		if (atomic_load(&bg->fetched) >= bg->budget)

@@ -147,6 +147,9 @@ prepare() {  # W
 		echo "$stamp" >"$d/v2.stamp"
 	fi
 }
+# the one-workload layout of before (work/tree, www/img.sqfs): 1 GB
+rm -rf "$work/tree" "$work/tree.stamp" "$work/img.stamp" "$www/img.sqfs" \
+	"$www/img-order.sqfs" "$work/start.prof"
 publish() {  # SRC NAME: serve www/SRC as www/NAME (atomically)
 	ln -f "$www/$1" "$www/.$2.tmp"
 	mv -f "$www/.$2.tmp" "$www/$2"

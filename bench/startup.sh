@@ -1,26 +1,35 @@
 #!/usr/bin/env bash
-# Cold program start from a remote image (issue 18), in one run: a Python
-# 3.11 start from a rootfs image served by nginx on 127.0.0.1, directly
-# (0 ms) and behind bench/latency_proxy.py adding a round trip per request
-# (and one per new connection) on a link capped at --rate-mbit. See
-# bench/README.md ("Startup").
+# Cold program starts from remote images (issues 18 and 32), in one run:
+# a suite of workloads, each from its own image served by nginx on
+# 127.0.0.1, directly (0 ms) and behind bench/latency_proxy.py adding a
+# round trip per request (and one per new connection) on a link capped at
+# --rate-mbit. See bench/README.md ("Startup").
 #
 # usage: bench/startup.sh [options]
-#   --rtts LIST      round trips in ms (default 0,20,50; 0 = nginx directly)
-#   --repeat N       runs per row and round trip; medians reported (3)
-#   --rows LIST      kernel,curl,lazy,profile,order,seq (default: all)
-#   --rate-mbit R    link cap behind the proxy (default 1000)
-#   --build DIR      meson build dir (default $SQFS_BENCH_BUILD or <repo>/build)
-#   --work DIR       tree, images, mounts, nginx (default /tmp/sqfs-lazy-startup)
-#   --results DIR    parent of the run's folder (default <repo>/bench/results)
-#   -h, --help       this text
-# Rows: kernel = loop mount of the local image; curl = download through the
-# link, then loop mount; lazy = sqfs-lazy-mount URL; profile = the same with
-# -o prefetch= of a profile recorded (-o record=, at 0 ms) by one start;
-# order = an image packed by sqfs-lazy-pack --order that profile, mounted
-# plainly; seq = 1 MiB reads of the tree's largest file through the lazy
-# mount. Each row's time runs from the mount command to the program's exit
-# (for curl: from the download's start). Needs root.
+#   --workloads LIST  python,gcc,grep,find (default: all; bench/startup_workloads.sh)
+#   --rtts LIST       round trips in ms (default 0,20,50; 0 = nginx directly)
+#   --repeat N        runs per row and round trip; medians reported (3)
+#   --rows LIST       kernel,curl,lazy,nextver,profile,order,seq
+#                     (default: all but order)
+#   --lazy-args ARGS  extra sqfs-lazy-mount arguments for every lazy mount,
+#                     word-split, passed as they are (e.g. "-o background=off")
+#   --rate-mbit R     link cap behind the proxy (default 1000)
+#   --build DIR       meson build dir (default $SQFS_BENCH_BUILD or <repo>/build)
+#   --work DIR        trees, images, mounts, nginx (default /tmp/sqfs-lazy-startup)
+#   --results DIR     parent of the run's folder (default <repo>/bench/results)
+#   -h, --help        this text
+# Rows: kernel = loop mount of the local image (and of its next version);
+# curl = download through the link, then loop mount; lazy =
+# sqfs-lazy-mount URL, first mount on the host (no profile, no cache_dir);
+# nextver = the image's next version (5% of its files changed) at the
+# URL where a mount with -o cache_dir=DIR just ran the previous version
+# (at 0 ms; page cache dropped between); profile = -o prefetch= of a
+# profile recorded (-o record=, at 0 ms) by one start; order = an image
+# packed by sqfs-lazy-pack --order that profile, mounted plainly; seq =
+# 1 MiB reads of the tree's largest file through the lazy mount (through
+# the capped link at 0 ms too). Each row's time runs from the mount
+# command to the program's exit (for curl: from the download's start).
+# Needs root; installs the workloads' Debian packages when missing.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -29,43 +38,64 @@ cmdline="$0${*:+ $*}"
 BENCH_PROG=startup.sh
 # shellcheck source=bench/lib.sh
 . "$here/lib.sh"
+# shellcheck source=bench/startup_workloads.sh
+. "$here/startup_workloads.sh"
 
-rtts=0,20,50 repeat=3 rows=kernel,curl,lazy,profile,order,seq rate=1000
+workloads=$WL_ALL rtts=0,20,50 repeat=3 rows=kernel,curl,lazy,nextver,profile,seq
+rate=1000 lazy_args_str=
 build=${SQFS_BENCH_BUILD:-$repo/build}
 work=${SQFS_BENCH_WORK:-/tmp/sqfs-lazy-startup}
 results=${SQFS_BENCH_RESULTS:-$here/results}
 while [ $# -gt 0 ]; do
 	case $1 in
+	--workloads) workloads=${2:?}; shift ;;
 	--rtts) rtts=${2:?}; shift ;;
 	--repeat) repeat=${2:?}; shift ;;
 	--rows) rows=${2:?}; shift ;;
+	--lazy-args) lazy_args_str=${2?}; shift ;;
 	--rate-mbit) rate=${2:?}; shift ;;
 	--build) build=${2:?}; shift ;;
 	--work) work=${2:?}; shift ;;
 	--results) results=${2:?}; shift ;;
-	-h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown option $1 (try --help)" ;;
 	esac
 	shift
 done
-[ "$(id -u)" = 0 ] || die "needs root (drop_caches, loop mounts)"
+[ "$(id -u)" = 0 ] || die "needs root (drop_caches, loop mounts, chroot)"
+build=$(cd "$build" 2>/dev/null && pwd) || die "no build dir $build"
 mount_bin=$build/sqfs-lazy-mount
 pack_bin=$build/src/pack/sqfs-lazy-pack
 [ -x "$mount_bin" ] && [ -x "$pack_bin" ] || die "no build in $build"
-for t in mksquashfs curl nginx python3.11; do
-	command -v "$t" >/dev/null || die "$t missing"
-done
 IFS=, read -r -a rtt_list <<<"$rtts"
+IFS=, read -r -a wl_list <<<"$workloads"
+# shellcheck disable=SC2206
+lazy_args=($lazy_args_str)   # word-split on purpose; not checked here
+for w in "${wl_list[@]}"; do
+	declare -F "wl_${w}_run" >/dev/null || die "unknown workload $w (have $WL_ALL)"
+done
 has_row() { case ",$rows," in *",$1,"*) return 0 ;; esac; return 1; }
 
-run=$results/$(date -u +%Y%m%dT%H%M%SZ)-startup
-mkdir -p "$run/raw" "$work/mnt" "$work/nginx/www"
+mkdir -p "$work/mnt" "$work/nginx/www"
 exec 9>"$work/lock"
 flock -n 9 || die "another run uses $work"
-load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+wl_setup
+for t in mksquashfs curl nginx unshare chroot /usr/bin/python3.11; do
+	command -v "$t" >/dev/null || die "$t missing"
+done
+
+run=$results/$(date -u +%Y%m%dT%H%M%SZ)-startup
+mkdir -p "$run/raw"
+# the command with every option's effective value, and the measured build
+effective=$(sh_words bench/startup.sh --workloads "$workloads" --rtts "$rtts" \
+	--repeat "$repeat" --rows "$rows" --lazy-args "$lazy_args_str" --rate-mbit "$rate" \
+	--build "$build" --work "$(cd "$work" && pwd)" --results "$(cd "$results" && pwd)")
+run_facts --command "$effective" --typed "$cmdline" --build "$build" \
+	--bin sqfs-lazy-mount --bin src/pack/sqfs-lazy-pack >"$run/meta.tsv"
 tsv=$run/raw/runs.tsv
-printf 'row\trtt_ms\trep\tseconds\trequests\tbytes\tstats\n' >"$tsv"
+printf 'workload\trow\trtt_ms\trep\tseconds\trequests\tbytes\tdownload_s\tstats\n' >"$tsv"
 mnt=$work/mnt
+www=$work/nginx/www
 declare -A proxy_pid=() proxy_port=()
 
 cleanup() {
@@ -80,32 +110,54 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # ---------------------------------------------------------------- data
-# The rootfs of the issue: Debian's python3.11 with its compiled standard
-# library, and /usr/lib/x86_64-linux-gnu as filler (what makes the image
-# large, as real rootfs images are).
-tree=$work/tree
-stamp="python3.11 $(stat -c %s /usr/bin/python3.11) $(du -s --apparent-size /usr/lib/python3.11 /usr/lib/x86_64-linux-gnu | awk '{s += $1} END {print s}')"
-if [ "$(cat "$work/tree.stamp" 2>/dev/null)" != "$stamp" ]; then
-	log "building the tree (about 800 MB)"
-	rm -rf "$tree"
-	mkdir -p "$tree/usr/bin" "$tree/usr/lib"
-	cp -a /usr/bin/python3.11 "$tree/usr/bin/"
-	cp -a /usr/lib/python3.11 /usr/lib/x86_64-linux-gnu "$tree/usr/lib/"
-	echo "$stamp" >"$work/tree.stamp"
-	rm -f "$work/img.stamp"
-fi
-img=$work/nginx/www/img.sqfs
-if [ "$(cat "$work/img.stamp" 2>/dev/null)" != "$stamp" ]; then
-	log "mksquashfs -comp zstd (about a minute)"
-	mksquashfs "$tree" "$img" -comp zstd -noappend -quiet -no-progress \
+# Per workload W, under $work/W: tree (the image's files), tree2 (the
+# next version: a hard-linked copy with 5% of the files changed), stamps;
+# served as www/W.sqfs and www/W-v2.sqfs. Rebuilt when a stamp changes.
+squash() {  # TREE IMAGE
+	mksquashfs "$1" "$2.tmp" -comp zstd -noappend -quiet -no-progress \
 		-processors "$(nproc)" >/dev/null
-	echo "$stamp" >"$work/img.stamp"
-fi
-big=$(cd "$tree" && find usr -type f -printf '%s %p\n' | sort -n | tail -1 | cut -d' ' -f2-)
+	mv -f "$2.tmp" "$2"
+}
+prepare() {  # W
+	local w=$1 d=$work/$1 stamp
+	mkdir -p "$d"
+	stamp=$("wl_${w}_stamp")
+	if [ "$(cat "$d/tree.stamp" 2>/dev/null)" != "$stamp" ]; then
+		log "$w: building the tree"
+		rm -rf "$d/tree" "$d/tree2" "$d"/*.stamp "$d/changed.json"
+		mkdir -p "$d/tree"
+		"wl_${w}_tree" "$d/tree"
+		echo "$stamp" >"$d/tree.stamp"
+	fi
+	if [ "$(cat "$d/img.stamp" 2>/dev/null)" != "$stamp" ] || [ ! -s "$www/$w.sqfs" ]; then
+		log "$w: mksquashfs -comp zstd ($(du -sh --apparent-size "$d/tree" | cut -f1) of files)"
+		squash "$d/tree" "$www/$w.sqfs"
+		echo "$stamp" >"$d/img.stamp"
+		rm -f "$d/v2.stamp"
+	fi
+	if has_row nextver && { [ "$(cat "$d/v2.stamp" 2>/dev/null)" != "$stamp" ] ||
+		[ ! -s "$www/$w-v2.sqfs" ] || [ ! -s "$d/changed.json" ]; }; then
+		log "$w: the next version (5% of the files changed)"
+		rm -rf "$d/tree2"
+		cp -al "$d/tree" "$d/tree2"
+		[ ! -e "$d/tree.entries" ] || cp "$d/tree.entries" "$d/tree2.entries"
+		python3 "$here/startup_nextver.py" mutate "$d/tree2" "$d/changed.list" >&2
+		squash "$d/tree2" "$www/$w-v2.sqfs"
+		python3 "$here/startup_nextver.py" changed "$www/$w.sqfs" "$www/$w-v2.sqfs" >"$d/changed.json"
+		echo "$stamp" >"$d/v2.stamp"
+	fi
+}
+# the one-workload layout of before (work/tree, www/img.sqfs): 1 GB
+rm -rf "$work/tree" "$work/tree.stamp" "$work/img.stamp" "$www/img.sqfs" \
+	"$www/img-order.sqfs" "$work/start.prof"
+publish() {  # SRC NAME: serve www/SRC as www/NAME (atomically)
+	ln -f "$www/$1" "$www/.$2.tmp"
+	mv -f "$www/.$2.tmp" "$www/$2"
+}
 
 # ---------------------------------------------------------------- network
 nginx_start "$work/nginx" || die "nginx did not start"
-# 0 ms: nginx directly, as the issue measured it; "link": through a proxy
+# 0 ms: nginx directly, as issue 18 measured it; "link": through a proxy
 # adding nothing but the cap, the baseline of the sequential row
 url_for() {  # RTT|link NAME
 	if [ "$1" = 0 ]; then
@@ -120,27 +172,30 @@ for r in "${rtt_list[@]}"; do
 	python3 "$here/latency_proxy.py" --target "127.0.0.1:$nginx_port" \
 		--delay-ms "$r" --rate-mbit "$rate" --handshake \
 		--port-file "$work/proxy-$r.port" --parent-pid $$ \
-		>/dev/null 2>"$run/raw/proxy-$r.log" &
+		9>&- >/dev/null 2>"$run/raw/proxy-$r.log" &
 	proxy_pid[$r]=$!
 	for _ in $(seq 50); do [ -s "$work/proxy-$r.port" ] && break; sleep 0.1; done
+	[ -s "$work/proxy-$r.port" ] || die "latency proxy ($r ms) did not start"
 	proxy_port[$r]=$(cat "$work/proxy-$r.port")
 	rm -f "$work/proxy-$r.port"
 done
 
 # ---------------------------------------------------------------- rows
-workload() {
-	"$mnt/usr/bin/python3.11" -I -c "import json, asyncio, email.mime.multipart, http.client, xml.etree.ElementTree, sqlite3, decimal, unittest, argparse, logging.handlers, urllib.request, csv, zipfile, tarfile, ssl, concurrent.futures, multiprocessing, pathlib, subprocess, typing, dataclasses, statistics, sys; assert sys.prefix == '$mnt/usr', sys.prefix"
+wl=
+workload() {  # MNT
+	"wl_${wl}_run" "$1"
 }
 
-record() {  # ROW RTT REP SECONDS [MARK]: one line of runs.tsv
+record() {  # ROW RTT REP SECONDS [MARK [DOWNLOAD_S]]: one line of runs.tsv
 	local req=- bytes=- st=-
 	if [ -n "${5:-}" ]; then
 		read -r req bytes < <(access_since "$work/nginx/access.log" "$5")
 	fi
 	[ -s "$run/raw/stats" ] && st=$(awk '{printf "%s%s=%s", (NR > 1 ? "," : ""), $1, $2}' "$run/raw/stats")
-	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$req" "$bytes" "$st" >>"$tsv"
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$wl" "$1" "$2" "$3" "$4" \
+		"$req" "$bytes" "${6:--}" "$st" >>"$tsv"
 	: >"$run/raw/stats"
-	log "$1 ${2}ms #$3: $4 s, $req requests, $bytes bytes"
+	log "$wl $1 ${2}ms #$3: $4 s, $req requests, $bytes bytes"
 }
 
 lazy_start() {  # ROW RTT REP IMAGE [mount options]
@@ -149,11 +204,11 @@ lazy_start() {  # ROW RTT REP IMAGE [mount options]
 	drop_caches
 	mark=$(access_mark "$work/nginx/access.log")
 	t0=$(now_ns)
-	if "$mount_bin" "$@" "$(url_for "$r" "$name")" "$mnt" 2>>"$run/raw/daemon.log" &&
-		workload 2>>"$run/raw/workload.log"; then
+	if "$mount_bin" "$@" "${lazy_args[@]}" "$(url_for "$r" "$name")" "$mnt" 2>>"$run/raw/daemon.log" &&
+		workload "$mnt" 2>>"$run/raw/workload.log"; then
 		local secs
 		secs=$(secs_since "$t0")
-		"$mount_bin" --stats "$mnt" >"$run/raw/stats" 2>/dev/null || true
+		timeout 10 "$mount_bin" --stats "$mnt" >"$run/raw/stats" 2>/dev/null || true
 		unmount_one "$mnt"
 		record "$row" "$r" "$rep" "$secs" "$mark"
 	else
@@ -162,95 +217,180 @@ lazy_start() {  # ROW RTT REP IMAGE [mount options]
 	fi
 }
 
-if has_row kernel; then
-	for rep in $(seq "$repeat"); do
-		drop_caches
-		t0=$(now_ns)
-		mount -t squashfs -o loop,ro "$img" "$mnt"
-		workload
-		secs=$(secs_since "$t0")
-		unmount_one "$mnt"
-		record kernel 0 "$rep" "$secs"
-	done
-fi
-if has_row curl; then
-	for r in "${rtt_list[@]}"; do
-		for rep in $(seq "$repeat"); do
-			drop_caches
-			rm -f "$work/download.sqfs"
-			mark=$(access_mark "$work/nginx/access.log")
-			t0=$(now_ns)
-			curl -sf -o "$work/download.sqfs" "$(url_for "$r" img.sqfs)"
-			mount -t squashfs -o loop,ro "$work/download.sqfs" "$mnt"
-			workload
-			secs=$(secs_since "$t0")
-			unmount_one "$mnt"
-			record curl "$r" "$rep" "$secs" "$mark"
-		done
-	done
-	rm -f "$work/download.sqfs"
-fi
-if has_row lazy; then
-	for r in "${rtt_list[@]}"; do
-		for rep in $(seq "$repeat"); do
-			lazy_start lazy "$r" "$rep" img.sqfs
-		done
-	done
-fi
-profile=$work/start.prof
-if has_row profile || has_row order; then
-	rm -f "$profile"
+kernel_start() {  # ROW IMAGE REP
+	local t0 secs=FAIL
 	drop_caches
-	"$mount_bin" -o "record=$profile" "$nginx_base/img.sqfs" "$mnt"
-	workload
-	unmount_one "$mnt"   # waits for the daemon, which writes the profile
-	cp "$profile" "$run/raw/start.prof"
-	log "profile: $(grep -vc '^#' "$profile") files"
-fi
-if has_row profile; then
-	for r in "${rtt_list[@]}"; do
+	t0=$(now_ns)
+	if mount -t squashfs -o loop,ro "$www/$2" "$mnt" && workload "$mnt" 2>>"$run/raw/workload.log"; then
+		secs=$(secs_since "$t0")
+	fi
+	unmount_one "$mnt"
+	record "$1" 0 "$3" "$secs"
+}
+
+run_workload() {  # W
+	wl=$1
+	local img=$wl.sqfs d=$work/$1 r rep t0 t1 secs mark
+	WL_FIND_ENTRIES=$d/tree.entries
+	if has_row kernel; then
 		for rep in $(seq "$repeat"); do
-			lazy_start profile "$r" "$rep" img.sqfs -o "prefetch=$profile"
+			kernel_start kernel "$img" "$rep"
 		done
-	done
-fi
-if has_row order; then
-	log "sqfs-lazy-pack --order (zstd, 128K blocks)"
-	"$pack_bin" -q -c zstd --force --order "$profile" "$tree" \
-		"$work/nginx/www/img-order.sqfs"
-	for r in "${rtt_list[@]}"; do
-		for rep in $(seq "$repeat"); do
-			lazy_start order "$r" "$rep" img-order.sqfs
+		if has_row nextver; then
+			WL_FIND_ENTRIES=$d/tree2.entries
+			for rep in $(seq "$repeat"); do
+				kernel_start kernel_next "$wl-v2.sqfs" "$rep"
+			done
+			WL_FIND_ENTRIES=$d/tree.entries
+		fi
+	fi
+	if has_row curl; then
+		for r in "${rtt_list[@]}"; do
+			for rep in $(seq "$repeat"); do
+				drop_caches
+				rm -f "$work/download.sqfs"
+				mark=$(access_mark "$work/nginx/access.log")
+				t0=$(now_ns)
+				secs=FAIL t1=-
+				if curl -sf -o "$work/download.sqfs" "$(url_for "$r" "$img")"; then
+					t1=$(secs_since "$t0")
+					if mount -t squashfs -o loop,ro "$work/download.sqfs" "$mnt" &&
+						workload "$mnt" 2>>"$run/raw/workload.log"; then
+						secs=$(secs_since "$t0")
+					fi
+				fi
+				unmount_one "$mnt"
+				record curl "$r" "$rep" "$secs" "$mark" "$t1"
+			done
 		done
-	done
-fi
-if has_row seq; then
-	# through the capped link at every round trip up to 20 ms (0 ms: the
-	# cap alone), so the ratio is the latency's cost only
-	for r in "${rtt_list[@]}"; do
-		[ "$r" -le 20 ] || continue
-		for rep in $(seq "$repeat"); do
-			drop_caches
-			mark=$(access_mark "$work/nginx/access.log")
-			"$mount_bin" "$(url_for "$([ "$r" = 0 ] && echo link || echo "$r")" img.sqfs)" "$mnt"
-			t0=$(now_ns)
-			dd if="$mnt/$big" of=/dev/null bs=1M 2>/dev/null
-			secs=$(secs_since "$t0")
-			"$mount_bin" --stats "$mnt" >"$run/raw/stats" 2>/dev/null || true
+		rm -f "$work/download.sqfs"
+	fi
+	if has_row lazy; then
+		for r in "${rtt_list[@]}"; do
+			for rep in $(seq "$repeat"); do
+				lazy_start lazy "$r" "$rep" "$img"
+			done
+		done
+	fi
+	if has_row nextver; then
+		# the previous version ran on this host with cache_dir (at 0 ms,
+		# not timed), then the next one is published at the same URL
+		local cache=$work/cache_dir
+		for r in "${rtt_list[@]}"; do
+			for rep in $(seq "$repeat"); do
+				rm -rf "$cache"; mkdir -p "$cache"
+				publish "$img" "$wl-next.sqfs"
+				drop_caches
+				WL_FIND_ENTRIES=$d/tree.entries
+				if "$mount_bin" -o "cache_dir=$cache" "${lazy_args[@]}" "$nginx_base/$wl-next.sqfs" "$mnt" \
+					2>>"$run/raw/daemon.log" && workload "$mnt" 2>>"$run/raw/workload.log"; then
+					unmount_one "$mnt"
+					publish "$wl-v2.sqfs" "$wl-next.sqfs"
+					WL_FIND_ENTRIES=$d/tree2.entries
+					lazy_start nextver "$r" "$rep" "$wl-next.sqfs" -o "cache_dir=$cache"
+				else
+					unmount_one "$mnt"
+					log "$wl: the previous version's mount failed"
+					record nextver "$r" "$rep" FAIL
+				fi
+			done
+		done
+		WL_FIND_ENTRIES=$d/tree.entries
+		rm -rf "$cache" "$www/$wl-next.sqfs"
+	fi
+	local profile=$d/start.prof
+	if has_row profile || has_row order; then
+		rm -f "$profile"
+		drop_caches
+		if "$mount_bin" -o "record=$profile" "${lazy_args[@]}" "$nginx_base/$img" "$mnt" \
+			2>>"$run/raw/daemon.log" && workload "$mnt" 2>>"$run/raw/workload.log"; then
+			unmount_one "$mnt"   # waits for the daemon, which writes the profile
+			cp "$profile" "$run/raw/$wl.prof"
+			log "$wl: profile of $(grep -vc '^#' "$profile") files"
+		else
 			unmount_one "$mnt"
-			record "seq:$(stat -c %s "$tree/$big")" "$r" "$rep" "$secs" "$mark"
+			log "$wl: recording the profile failed"
+		fi
+	fi
+	if has_row profile; then
+		for r in "${rtt_list[@]}"; do
+			for rep in $(seq "$repeat"); do
+				if [ -s "$profile" ]; then
+					lazy_start profile "$r" "$rep" "$img" -o "prefetch=$profile"
+				else
+					record profile "$r" "$rep" FAIL
+				fi
+			done
 		done
-	done
-fi
+	fi
+	if has_row order && [ -s "$profile" ]; then
+		log "$wl: sqfs-lazy-pack --order (zstd, 128K blocks)"
+		"$pack_bin" -q -c zstd --force --order "$profile" "$d/tree" "$www/$wl-order.sqfs"
+		for r in "${rtt_list[@]}"; do
+			for rep in $(seq "$repeat"); do
+				lazy_start order "$r" "$rep" "$wl-order.sqfs"
+			done
+		done
+		rm -f "$www/$wl-order.sqfs"
+	fi
+	if has_row seq; then
+		# the tree's largest file, through the capped link at every round
+		# trip (0 ms: the cap alone), so the ratio is the latency's cost
+		local big size
+		big=$(cd "$d/tree" && find . -type f -printf '%s %p\n' | sort -n | tail -1 | cut -d' ' -f2-)
+		big=${big#./}
+		size=$(stat -c %s "$d/tree/$big")
+		echo "$big" >"$d/seq_file"
+		# a file of a few MB takes a few round trips whatever the
+		# throughput: no figure of the link's use
+		[ "$size" -ge $((32 << 20)) ] || { log "$wl: no seq row, the largest file ($big) has $size bytes"; return 0; }
+		for r in "${rtt_list[@]}"; do
+			for rep in $(seq "$repeat"); do
+				drop_caches
+				mark=$(access_mark "$work/nginx/access.log")
+				secs=FAIL
+				if "$mount_bin" "${lazy_args[@]}" "$(url_for "$([ "$r" = 0 ] && echo link || echo "$r")" "$img")" \
+					"$mnt" 2>>"$run/raw/daemon.log"; then
+					t0=$(now_ns)
+					if dd if="$mnt/$big" of=/dev/null bs=1M 2>>"$run/raw/workload.log"; then
+						secs=$(secs_since "$t0")
+					fi
+					timeout 10 "$mount_bin" --stats "$mnt" >"$run/raw/stats" 2>/dev/null || true
+				fi
+				unmount_one "$mnt"
+				record "seq:$size" "$r" "$rep" "$secs" "$mark"
+			done
+		done
+	fi
+}
+
+t_start=$(now_ns)
+for w in "${wl_list[@]}"; do
+	prepare "$w"
+done
+t_prepared=$(now_ns)
+for w in "${wl_list[@]}"; do
+	run_workload "$w"
+done
 
 {
-	meta_common "$repo" | grep -v '^loadavg_start'
-	printf 'loadavg_start\t%s\n' "$load_start"
-	printf 'cmdline\t%s\n' "$cmdline"
-	printf 'build\t%s\n' "$build"
+	printf 'lazy_args\t%s\n' "$lazy_args_str"
 	printf 'rate_mbit\t%s\n' "$rate"
-	printf 'image_bytes\t%s\n' "$(stat -c %s "$img")"
-	printf 'seq_file\t%s\n' "$big"
-	printf 'loadavg_end\t%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
-} >"$run/meta.tsv"
+	printf 'workloads\t%s\n' "$workloads"
+	printf 'prepare_seconds\t%s\n' "$(secs_since "$t_start" "$t_prepared")"
+	printf 'suite_seconds\t%s\n' "$(secs_since "$t_prepared")"
+	for w in "${wl_list[@]}"; do
+		printf 'wl.%s.desc\t%s\n' "$w" "$("wl_${w}_desc")"
+		printf 'wl.%s.image_bytes\t%s\n' "$w" "$(stat -c %s "$www/$w.sqfs")"
+		printf 'wl.%s.tree_files\t%s\n' "$w" "$(find "$work/$w/tree" -type f | wc -l)"
+		[ ! -s "$work/$w/seq_file" ] || printf 'wl.%s.seq_file\t%s\n' "$w" "$(cat "$work/$w/seq_file")"
+		if [ -s "$work/$w/changed.json" ]; then
+			printf 'wl.%s.changed_files\t%s\n' "$w" "$(wc -l <"$work/$w/changed.list")"
+			python3 -c 'import json, sys
+for k, v in json.load(open(sys.argv[1])).items():
+    print("wl.%s.%s\t%s" % (sys.argv[2], k, v))' "$work/$w/changed.json" "$w"
+		fi
+	done
+} >>"$run/meta.tsv"
+meta_end "$run/meta.tsv"
 python3 "$here/startup_report.py" "$run"

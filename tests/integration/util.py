@@ -30,12 +30,10 @@ UNMOUNT_TIMEOUT = 15.0
 # --------------------------------------------------------------------------
 
 def require(cond, reason):
-    """Skip when a prerequisite is missing, but fail when CI is set."""
+    """Skip when a prerequisite is missing; tests/run.sh fails every skip
+    unless LSQ_ALLOW_SKIPS=1 (docs/testing.md)."""
     if cond:
         return
-    if os.environ.get("CI"):
-        pytest.fail("prerequisite missing (CI is set, so this fails "
-                    "instead of skipping): " + reason, pytrace=False)
     pytest.skip(reason)
 
 

@@ -1,0 +1,188 @@
+# shellcheck shell=bash
+# The program starts of bench/startup.sh (sourced by it, not run). Each
+# workload has its own image, built from this machine's files (Debian
+# packages), and four functions:
+#   wl_<name>_stamp        a line that changes when the source files do
+#   wl_<name>_tree DIR     fill DIR (empty) with the image's tree
+#   wl_<name>_run MNT      the program start against the mounted image;
+#                          fails (non-zero) when the program did not work
+#   wl_<name>_desc         one line for the report
+# Trees are rootfs-like (usr/..., with bin, lib, lib64 -> usr/...) so that
+# a workload can chroot into the mount.
+
+WL_ALL=python,gcc,grep,find
+
+# Packages the workloads need (installed by wl_setup when missing).
+WL_PACKAGES="python3.11 g++ binutils libc6-dev libstdc++-12-dev perl findutils grep util-linux coreutils squashfs-tools curl nginx"
+
+wl_setup() {
+	local p missing=()
+	for p in $WL_PACKAGES; do
+		dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null | grep -qx installed ||
+			missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	log "apt-get install ${missing[*]}"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+		"${missing[@]}" >&2
+}
+
+# Copy absolute paths (files, symlinks, directories) into a tree, merged-usr
+# style: /lib/x, /bin/x, /sbin/x, /lib64/x land under usr/.
+wl_copy() {  # DIR PATH...
+	local dst=$1 p
+	shift
+	for p in "$@"; do
+		[ -e "$p" ] || [ -L "$p" ] || continue
+		p=$(sed 's#^/lib/#/usr/lib/#; s#^/bin/#/usr/bin/#; s#^/sbin/#/usr/sbin/#; s#^/lib64/#/usr/lib64/#' <<<"$p")
+		echo "${p#/}"
+	done | tar -C / -cf - --no-recursion -T - 2>/dev/null | tar -C "$dst" -xf -
+}
+wl_copy_tree() {  # DIR PATH...: whole directories
+	local dst=$1 p
+	shift
+	for p in "$@"; do
+		[ -d "$p" ] || continue
+		mkdir -p "$dst/$(dirname "${p#/}")"
+		cp -a "$p" "$dst/$(dirname "${p#/}")/"
+	done
+}
+wl_rootfs() {  # DIR: the merged-usr links and a /tmp for tmpfs
+	mkdir -p "$1/usr/bin" "$1/usr/lib" "$1/usr/lib64" "$1/usr/sbin" "$1/tmp"
+	ln -sfn usr/bin "$1/bin"; ln -sfn usr/lib "$1/lib"
+	ln -sfn usr/lib64 "$1/lib64"; ln -sfn usr/sbin "$1/sbin"
+}
+wl_du() { du -s --apparent-size "$@" 2>/dev/null | awk '{s += $1} END {print s + 0}'; }
+
+# ------------------------------------------------------------ python
+# Issue 18's start: Debian's python3.11 importing two dozen standard
+# modules; /usr/lib/x86_64-linux-gnu as filler (what makes the image as
+# large as real rootfs images are). Run from the mount directly (the host's
+# loader), as the issue measured it.
+wl_python_desc() { echo "python3.11 -I -c 'import json, asyncio, ... statistics' (interpreter importing modules)"; }
+wl_python_stamp() {
+	echo "python3.11 $(stat -c %s /usr/bin/python3.11) $(wl_du /usr/lib/python3.11 /usr/lib/x86_64-linux-gnu)"
+}
+wl_python_tree() {
+	mkdir -p "$1/usr/bin" "$1/usr/lib"
+	cp -a /usr/bin/python3.11 "$1/usr/bin/"
+	cp -a /usr/lib/python3.11 /usr/lib/x86_64-linux-gnu "$1/usr/lib/"
+}
+wl_python_run() {
+	"$1/usr/bin/python3.11" -I -c "import json, asyncio, email.mime.multipart, http.client, xml.etree.ElementTree, sqlite3, decimal, unittest, argparse, logging.handlers, urllib.request, csv, zipfile, tarfile, ssl, concurrent.futures, multiprocessing, pathlib, subprocess, typing, dataclasses, statistics, sys; assert sys.prefix == '$1/usr', sys.prefix"
+}
+
+# ------------------------------------------------------------ gcc
+# A toolchain image: the files of gcc-12, g++-12, binutils, libc6-dev,
+# libstdc++-12-dev and the libraries they load, all of /usr/include, and
+# the loader. The start: chroot into the mount (a private mount namespace
+# with a tmpfs on /tmp) and compile and link a small C++ file, then run
+# it. It reads cc1plus (34 MB), as, ld and libbfd in pieces, a hundred
+# headers and the libraries it links.
+WL_GCC_PKGS="gcc-12 g++-12 cpp-12 gcc g++ cpp binutils binutils-x86-64-linux-gnu binutils-common libbinutils libc6 libc6-dev libc-dev-bin linux-libc-dev libstdc++6 libstdc++-12-dev libgcc-12-dev libgcc-s1 libcrypt-dev libcrypt1 libisl23 libmpc3 libmpfr6 libgmp10 libzstd1 zlib1g libjansson4 libctf0 libctf-nobfd0 libsframe0 libgprofng0 libcc1-0 libasan8 libtsan2 libubsan1 liblsan0 libhwasan0 libitm1 libatomic1 libgomp1 libquadmath0 libnsl-dev libtirpc-dev"
+wl_gcc_pkgs() {
+	# shellcheck disable=SC2086
+	dpkg-query -W -f='${Package}\t${db:Status-Status}\t${Version}\n' $WL_GCC_PKGS 2>/dev/null |
+		awk '$2 == "installed" {print $1 "=" $3}'
+}
+wl_gcc_desc() { echo "chroot MNT g++ -O1 hello.cc (map, vector, iostream) && run it (a few large files in pieces, many headers)"; }
+wl_gcc_stamp() { echo "gcc $(wl_gcc_pkgs | md5sum | cut -c1-12) $(wl_du /usr/include)"; }
+wl_gcc_tree() {
+	local files
+	wl_rootfs "$1"
+	# shellcheck disable=SC2046
+	files=$(dpkg -L $(wl_gcc_pkgs | cut -d= -f1) | sort -u | while read -r p; do
+		[ -d "$p" ] && [ ! -L "$p" ] && continue
+		echo "$p"
+	done)
+	# shellcheck disable=SC2086
+	wl_copy "$1" $files
+	wl_copy_tree "$1" /usr/include
+	# what the programs load that no listed package brought
+	local lib
+	for lib in $(ldd "$1"/usr/lib/gcc/x86_64-linux-gnu/*/cc1plus "$1"/usr/bin/x86_64-linux-gnu-ld.bfd \
+		"$1"/usr/bin/x86_64-linux-gnu-as "$1"/usr/bin/x86_64-linux-gnu-g++-* 2>/dev/null |
+		awk '/=>/ {print $3}' | sort -u); do
+		[ -e "$1$(sed 's#^/lib/#/usr/lib/#' <<<"$lib")" ] || wl_copy "$1" "$lib"
+	done
+	mkdir -p "$1/src"
+	cat >"$1/src/hello.cc" <<'EOF'
+#include <algorithm>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+int main() {
+	std::map<std::string, std::vector<int>> m;
+	for (int i = 0; i < 10; i++) m[std::to_string(i % 3)].push_back(i);
+	auto p = std::make_unique<int>(42);
+	std::vector<int> v = m["1"];
+	std::sort(v.rbegin(), v.rend());
+	std::cout << "hello " << *p << " " << v.front() << std::endl;
+	return 0;
+}
+EOF
+}
+wl_gcc_run() {
+	local out
+	out=$(unshare -m --propagation private sh -c 'mount -t tmpfs -o size=64m tmpfs "$1/tmp" &&
+		chroot "$1" /usr/bin/g++ -O1 -o /tmp/hello /src/hello.cc && chroot "$1" /tmp/hello' sh "$1") &&
+		[ "$out" = "hello 42 7" ]
+}
+
+# ------------------------------------------------------------ grep
+# A scripting-languages image: perl with its modules, the python3
+# packages, and python3.11's standard library, /usr/share/locale, i18n and
+# vim's runtime as filler. The start:
+# grep -r a string that is nowhere (every file read whole) over the perl
+# and python module trees: about 5,000 small files.
+WL_GREP_DIRS="/usr/share/perl /usr/share/perl5 /usr/lib/x86_64-linux-gnu/perl /usr/lib/x86_64-linux-gnu/perl5 /usr/lib/x86_64-linux-gnu/perl-base /usr/lib/python3 /usr/lib/python3.11 /usr/share/locale /usr/share/i18n /usr/share/vim"
+WL_GREP_READ="usr/share/perl usr/share/perl5 usr/lib/x86_64-linux-gnu/perl usr/lib/python3"
+wl_grep_desc() { echo "grep -r -F of an absent string over ${WL_GREP_READ// /, } (many small files, each read whole)"; }
+# shellcheck disable=SC2086
+wl_grep_stamp() { echo "grep $(wl_du $WL_GREP_DIRS) $(find $WL_GREP_DIRS -type f 2>/dev/null | wc -l)"; }
+wl_grep_tree() {
+	wl_rootfs "$1"
+	wl_copy "$1" /usr/bin/perl /usr/bin/perl5.* /usr/lib/x86_64-linux-gnu/libperl.so*
+	# shellcheck disable=SC2086
+	wl_copy_tree "$1" $WL_GREP_DIRS
+}
+wl_grep_run() {
+	local d dirs=() rc=0
+	for d in $WL_GREP_READ; do
+		[ -d "$1/$d" ] && dirs+=("$1/$d")
+	done
+	LC_ALL=C grep -r -l -F -e 'sqfs-lazy bench: a string in no file' "${dirs[@]}" >/dev/null || rc=$?
+	[ "$rc" = 1 ]   # 1: read everything, found nothing; 2: an error
+}
+
+# ------------------------------------------------------------ find
+# A documentation image: /usr/share without what the grep image has (and
+# without the package lists this machine keeps there), about 45,000
+# entries. The start: find MNT -printf '%s %p\n' (an lstat of every entry,
+# no file data), checked against the number of entries of the tree.
+WL_FIND_SKIP="locale i18n perl perl5 vim package-lists"
+wl_find_dirs() {
+	local d
+	for d in /usr/share/*; do
+		case " $WL_FIND_SKIP " in *" $(basename "$d") "*) continue ;; esac
+		echo "$d"
+	done
+}
+wl_find_desc() { echo "find MNT -printf '%s %p\\n' (an lstat of every entry of a deep tree)"; }
+# shellcheck disable=SC2046
+wl_find_stamp() { echo "find $(wl_du $(wl_find_dirs)) $(find $(wl_find_dirs) 2>/dev/null | wc -l)"; }
+wl_find_tree() {
+	mkdir -p "$1/usr/share"
+	# shellcheck disable=SC2046
+	cp -a $(wl_find_dirs) "$1/usr/share/"
+	# the number of entries the workload must see (the root included)
+	find "$1" | wc -l >"$1.entries"
+}
+wl_find_run() {
+	local n want
+	want=$(cat "$WL_FIND_ENTRIES")
+	n=$(find "$1" -printf '%s %p\n' | wc -l)
+	[ "$n" = "$want" ] || { echo "find: $n entries, expected $want" >&2; return 1; }
+}

@@ -11,7 +11,10 @@ Here: the profile carries over to the next version published at the same
 URL (paths gone are skipped, and it converges on the new version's reads);
 a damaged one is one warning and is replaced; two daemons sharing cache_dir
 leave a valid file; learn=off and no cache_dir write none; the publisher's
-profile is used when nothing was learned, and loses to a learned one.
+profile is used when nothing was learned, and loses to a learned one. And:
+files are learned in the order they were read, under the 4096-file bound,
+whatever their names; the location drops a URL's query and is a file's
+real path; SIGTERM and record= do not stop the learning.
 
 The location is the URL, so one nginx (one port) serves the whole module.
 Mounts run with background=off so that every request counted is one a

@@ -497,11 +497,19 @@ def test_two_daemons_share_cache_dir(site, versions, mounts, tmp_path):
     for r in range(3):
         a = mounts(url, OPTS + ["cache_dir=" + cache], name="a%d" % r)
         b = mounts(url, OPTS + ["cache_dir=" + cache], name="b%d" % r)
-        ta = threading.Thread(target=read_files,
-                              args=(a, v1["files"], reads_a))
+        errors = []
+
+        def read_a():
+            try:
+                read_files(a, v1["files"], reads_a)
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(repr(e))
+
+        ta = threading.Thread(target=read_a)
         ta.start()
         read_files(b, v1["files"], reads_b)
-        ta.join()
+        ta.join(60)
+        assert not ta.is_alive() and errors == [], errors
         assert unmount_at_once([a, b]) == []
         for m in (a, b):
             assert "not saved" not in m.log(), m.log()

@@ -136,6 +136,40 @@ static void test_merge(void)
 	lsq_profile_free(&old);
 }
 
+/* A file whose name starts with '#' (at the image root) is learned like
+ * any other: written, it must not read back as a comment, or every merge
+ * would drop it and the next start would never prefetch it. */
+static void test_hash_names_survive_merges(void)
+{
+	static const char *paths[] = { "#notes", "d/#x", "#" };
+	struct lsq_profile p, run, out;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	CHECK(f != NULL);
+	for (size_t i = 0; i < 3; i++)
+		CHECK(lsq_profile_write_entry(f, paths[i], NULL, 0, 1) ==
+		      LSQ_OK);
+	CHECK(fclose(f) == 0);
+	CHECK(lsq_profile_parse(buf, len, &p) == LSQ_OK);
+	CHECK(p.count == 3 && p.bad_lines == 0);
+	for (size_t i = 0; i < p.count && i < 3; i++)
+		CHECK(strcmp(p.entries[i].path, paths[i]) == 0 &&
+		      p.entries[i].missed == 1);
+	/* read again: first, not aged */
+	CHECK(lsq_profile_parse("./#notes\n", 9, &run) == LSQ_OK);
+	CHECK(run.count == 1);
+	CHECK(lsq_profile_merge(&run, &p, 3, 100, &out) == LSQ_OK);
+	CHECK(out.count == 3 && strcmp(out.entries[0].path, "#notes") == 0 &&
+	      out.entries[0].missed == 0 && out.entries[1].missed == 2 &&
+	      out.entries[2].missed == 2);
+	lsq_profile_free(&out);
+	lsq_profile_free(&run);
+	lsq_profile_free(&p);
+	free(buf);
+}
+
 static void test_record_header(void)
 {
 	static const char text[] = "usr/bin/x\n";
@@ -162,6 +196,7 @@ int main(void)
 	test_round_trip();
 	test_bad_lines_are_skipped();
 	test_merge();
+	test_hash_names_survive_merges();
 	test_record_header();
 	return 0;
 }

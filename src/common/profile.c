@@ -246,6 +246,10 @@ int lsq_profile_write_entry(FILE *f, const char *path,
 			    const struct lsq_profile_range *ranges,
 			    size_t nranges, unsigned missed)
 {
+	/* a name starting with '#' would read back as a comment; the
+	 * parser drops a leading "./" */
+	if (path[0] == '#' && fputs("./", f) == EOF)
+		return LSQ_ERR_IO;
 	for (const char *p = path; *p; p++) {
 		const char *esc = NULL;
 
@@ -351,6 +355,11 @@ static int union_ranges(const struct lsq_profile_entry *a,
 		}
 	}
 	e->nranges = n;
+	if (n > LSQ_PROFILE_MAX_RANGES) {  /* would not parse: all of it */
+		free(e->ranges);
+		e->ranges = NULL;
+		e->nranges = 0;
+	}
 	return LSQ_OK;
 }
 

@@ -20,7 +20,8 @@
 #include "lsq/error.h"
 #include "lsq/source.h"
 
-/* A file not read by this many starts in a row leaves the profile. */
+/* A file not read by more than this many starts in a row leaves the
+ * profile (missed=N counts them). */
 #define LEARN_MAX_MISSED 3u
 
 char *lsq_learned_profile_path(const struct lsq_mount_options *opt)

@@ -12,7 +12,7 @@
  * not by the image's identity: the next version published at the same URL
  * starts with what its predecessor's starts read. At unmount the mount's
  * reads are merged in (lsq_profile_merge: this run's files first, files
- * not read for LEARN_MAX_MISSED runs dropped) and the file is replaced
+ * not read by more than LEARN_MAX_MISSED runs in a row dropped) and the file is replaced
  * atomically, so two daemons sharing cache_dir never leave a torn one.
  */
 #ifndef LSQ_FUSE_LEARNED_PROFILE_H

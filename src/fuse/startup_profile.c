@@ -126,7 +126,9 @@ static void load_auto(struct lsq_startup_profile *p,
 		}
 		if (ret != LSQ_ERR_NOT_FOUND)
 			lsq_warn("prefetch: the learned profile %s is unusable (%s); ignoring it",
-				 learned_path, lsq_strerror(ret));
+				 learned_path,
+				 ret == LSQ_ERR_CORRUPT ? "damaged or truncated"
+							: lsq_strerror(ret));
 		p->text = NULL;
 	}
 	ret = lsq_image_stored_profile(img, &p->text, &p->len);

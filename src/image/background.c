@@ -27,6 +27,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,8 +54,8 @@
 /* A span slower than this means a slow link or origin: one stream. */
 #define SLOW_SPAN_NS (1500000000ull)
 #define MAX_FAILURES 5u
-/* How long a stream other than the first rests while readers wait on
- * the network before it looks again. */
+/* How long a stream rests while a reader waits on the network before it
+ * looks again. */
 #define READER_NAP_NS (10000000ull)
 #define MAX_UNITS (1u << 22)
 
@@ -360,9 +361,9 @@ static void fetch(struct lsq_background *bg, unsigned stream)
 			nap(bg, 1000000000ull);
 			continue;
 		}
-		/* a reader waits for the network: leave it all but one
-		 * stream's share of the link */
-		if (stream > 0 && readers_waiting(bg)) {
+		/* a reader waits for the network: start no span now (the
+		 * spans in flight go on), so its request has the link */
+		if (readers_waiting(bg)) {
 			nap(bg, READER_NAP_NS);
 			continue;
 		}
@@ -428,6 +429,16 @@ struct stream_arg {
 	unsigned index;
 };
 
+/* Behind the readers for the CPU too: receiving and storing a span costs
+ * CPU that a program start on a small machine wants for itself. */
+static void run_idle(void)
+{
+	struct sched_param sp = { 0 };
+
+	pthread_setname_np(pthread_self(), "sqfs-background");
+	pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+}
+
 static void *worker(void *arg)
 {
 	struct stream_arg *sa = arg;
@@ -435,7 +446,7 @@ static void *worker(void *arg)
 	unsigned index = sa->index;
 
 	free(sa);
-	pthread_setname_np(pthread_self(), "sqfs-background");
+	run_idle();
 	fetch(bg, index);
 	atomic_fetch_sub(&bg->running, 1);
 	return NULL;
@@ -445,7 +456,7 @@ static void *planner(void *arg)
 {
 	struct lsq_background *bg = arg;
 
-	pthread_setname_np(pthread_self(), "sqfs-background");
+	run_idle();
 	if (!wait_to_start(bg)) {
 		atomic_fetch_sub(&bg->running, 1);
 		return NULL;

@@ -86,6 +86,7 @@ struct lsq_background {
 
 	atomic_uint_least64_t planned_units, planned_bytes, fetched, spans;
 	atomic_uint running;     /* threads not yet ended */
+	atomic_uint in_flight;   /* spans being fetched */
 };
 
 /* ---- planning: every unit of the image, once ---- */
@@ -323,13 +324,14 @@ static bool link_wants_it(struct lsq_background *bg)
 	return false;
 }
 
-/* Whether a read someone waits for is on the network now. */
-static bool readers_waiting(struct lsq_background *bg)
+/* Whether a transfer other than ours is on the network now: a read
+ * someone waits for, or the readahead and prefetch that serve readers. */
+static bool others_on_network(struct lsq_background *bg)
 {
 	struct lsq_http_stats hs;
 
 	return lsq_source_http_get_stats(bg->img->src, &hs) == LSQ_OK &&
-	       hs.in_flight_waited > 0;
+	       hs.in_flight > atomic_load(&bg->in_flight);
 }
 
 /* Wait for a profile prefetch in progress (its spans are surer bets) and
@@ -361,9 +363,10 @@ static void fetch(struct lsq_background *bg, unsigned stream)
 			nap(bg, 1000000000ull);
 			continue;
 		}
-		/* a reader waits for the network: start no span now (the
-		 * spans in flight go on), so its request has the link */
-		if (readers_waiting(bg)) {
+		/* readers are on the network (their own reads, or the
+		 * readahead serving them): start no span now (ours in
+		 * flight go on), so their requests have the link */
+		if (others_on_network(bg)) {
 			nap(bg, READER_NAP_NS);
 			continue;
 		}
@@ -389,7 +392,9 @@ static void fetch(struct lsq_background *bg, unsigned stream)
 		pthread_mutex_unlock(&bg->mu);
 
 		t0 = now_ns();
+		atomic_fetch_add(&bg->in_flight, 1);
 		ret = lsq_source_cache_fetch_behind(bg->img->src, ext, n, &got);
+		atomic_fetch_sub(&bg->in_flight, 1);
 		took = now_ns() - t0;
 
 		pthread_mutex_lock(&bg->mu);

@@ -28,6 +28,10 @@
 /* Limits and policy constants, documented in docs/http-source.md. */
 #define LSQ_HTTP_RA_FACTOR 8u          /* readahead cache = 8 x readahead */
 #define LSQ_HTTP_RA_MIN_CACHE (4u * 1024u * 1024u)
+/* Over a long round trip the readahead memory grows to 4 bandwidth-delay
+ * products, at most this, and a request of it to at most the other. */
+#define LSQ_HTTP_RA_LONG_MAX (32u * 1024u * 1024u)
+#define LSQ_HTTP_RA_LONG_WINDOW (4u * 1024u * 1024u)
 #define LSQ_HTTP_RA_START (128u * 1024u)  /* first readahead window */
 #define LSQ_HTTP_STREAMS 8             /* sequential streams tracked */
 #define LSQ_HTTP_RA_SLACK (512u * 1024u) /* reordering a stream tolerates */
@@ -240,6 +244,12 @@ bool lsq_http_url_renew(struct xfer *x);
 CURLcode lsq_http_engine_perform(struct http_source *hs, struct handle *h);
 void lsq_http_engine_start(struct http_source *hs);
 void lsq_http_engine_stop(struct http_source *hs);
+
+/* ---- http_readahead.c ---- */
+
+/* Bytes readahead chunks may hold: ra_limit, more over a long round trip
+ * (LSQ_HTTP_RA_LONG_MAX at most). */
+uint64_t lsq_http_ra_limit(struct http_source *hs);
 
 /* ---- http_chunks.c: head, readahead and window memory ---- */
 

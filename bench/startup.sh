@@ -23,7 +23,7 @@
 # sqfs-lazy-mount URL, first mount on the host (no profile, no cache_dir);
 # nextver = the image's next version (5% of its files changed) at the
 # URL where a mount with -o cache_dir=DIR just ran the previous version
-# (at 0 ms; page cache dropped between); profile = -o prefetch= of a
+# (not timed; page cache dropped between); profile = -o prefetch= of a
 # profile recorded (-o record=, at 0 ms) by one start; order = an image
 # packed by sqfs-lazy-pack --order that profile, mounted plainly; seq =
 # 1 MiB reads of the tree's largest file through the lazy mount (through
@@ -273,8 +273,8 @@ run_workload() {  # W
 		done
 	fi
 	if has_row nextver; then
-		# the previous version ran on this host with cache_dir (at 0 ms,
-		# not timed), then the next one is published at the same URL
+		# the previous version ran on this host with cache_dir (at the
+		# same URL, not timed), then the next one is published there
 		local cache=$work/cache_dir
 		for r in "${rtt_list[@]}"; do
 			for rep in $(seq "$repeat"); do
@@ -282,7 +282,9 @@ run_workload() {  # W
 				publish "$img" "$wl-next.sqfs"
 				drop_caches
 				WL_FIND_ENTRIES=$d/tree.entries
-				if "$mount_bin" -o "cache_dir=$cache" "${lazy_args[@]}" "$nginx_base/$wl-next.sqfs" "$mnt" \
+				# the same URL as the timed mount: a learned profile
+				# (cache_dir/profiles) is kept per URL
+				if "$mount_bin" -o "cache_dir=$cache" "${lazy_args[@]}" "$(url_for "$r" "$wl-next.sqfs")" "$mnt" \
 					2>>"$run/raw/daemon.log" && workload "$mnt" 2>>"$run/raw/workload.log"; then
 					unmount_one "$mnt"
 					publish "$wl-v2.sqfs" "$wl-next.sqfs"

@@ -7,6 +7,8 @@ that match it:
 
     server.set_fault("status", code=503, retry_after=1, count=2)
     server.set_fault("delay", seconds=5)          # before the body
+    server.set_fault("hold")                      # before the body, until
+                                                  # server.release()
     server.set_fault("latency", seconds=0.02)     # before the answer
     server.set_fault("reset")                     # RST after half the body
     server.set_fault("short")                     # half the body, then close
@@ -29,6 +31,12 @@ before a fault is armed, and so are those starting at or past
 with `min_length`, those asking for fewer bytes than that (a background
 fetch's large ranges slowed or failed, a reader's small ones not). Every
 request is recorded in `server.log`.
+
+"hold" sends the headers and holds the body until `server.release()` (or
+`stop()`; at most `seconds`, 300 by default), so that a test knows a
+request is in flight for as long as it wants: `server.wait_held(n)` waits
+until n requests were held and returns their Range headers, in order;
+`server.holding` counts the requests held now.
 
 Presigned URLs (`server.presign_on()`): objects are then served only to
 requests whose query carries a token this server issued, which is good
@@ -272,6 +280,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         if kind == "delay":
             time.sleep(fault.kw.get("seconds", 5))
+        if kind == "hold":
+            with srv.lock:
+                gate = srv.gate
+                srv.held.append(rng)
+                srv.holding += 1
+                srv.held_cv.notify_all()
+            try:
+                gate.wait(fault.kw.get("seconds", 300))
+            finally:
+                with srv.lock:
+                    srv.holding -= 1
+                    srv.held_cv.notify_all()
         if kind == "slow":
             step = fault.kw.get("chunk", 16384)
             try:
@@ -325,6 +345,10 @@ class FaultServer:
         self.conns = set()
         self.tokens = None         # presigned URLs: token -> [uses, until]
         self.issued = []           # (monotonic time, token) per URL issued
+        self.held = []             # "hold": Range of each request held
+        self.holding = 0           # "hold": requests held now
+        self.held_cv = threading.Condition(self.lock)
+        self.gate = threading.Event()  # "hold": set by release()
         self.port = port
         self.httpd = None
         self.thread = None
@@ -357,6 +381,28 @@ class FaultServer:
                 self.windows[-1][2] = time.monotonic()
             self.fault = None
 
+    def release(self):
+        """Let every request held by "hold" go on; later ones are held
+        again while a "hold" fault is set."""
+        with self.lock:
+            self.gate.set()
+            self.gate = threading.Event()
+            self.held_cv.notify_all()
+
+    def wait_held(self, n=1, timeout=60):
+        """Wait until n requests were held ("hold"); their Range headers.
+        AssertionError after timeout seconds."""
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while len(self.held) < n:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(
+                        "%d request(s) held after %s s, not %d; log: %r"
+                        % (len(self.held), timeout, n, self.log[-20:]))
+                self.held_cv.wait(left)
+            return list(self.held)
+
     def clear_log(self):
         with self.lock:
             self.log = []
@@ -382,6 +428,7 @@ class FaultServer:
         """Stop listening and drop every open connection."""
         if self.httpd is None:
             return
+        self.release()
         self.httpd.shutdown()
         self.httpd.server_close()
         with self.lock:

@@ -7,13 +7,13 @@ import glob
 import hashlib
 import os
 import signal
+import struct
 import subprocess
-import threading
-import time
 
 import pytest
 
-from conftest import daemon, is_mounted, require, sha256_file
+from conftest import FaultServer, daemon, is_mounted, require, sha256_file
+from timing import WAIT, run_threads, wait_for
 
 MiB = 1 << 20
 
@@ -74,11 +74,8 @@ def test_stats_counters_move(nginx, big_image, mounts):
     assert after["decompress_calls"] > before["decompress_calls"]
     # readahead may still be loading past the reader; once it is done,
     # nothing is in flight (a leaked count would stay)
-    deadline = time.monotonic() + 10
-    while after["http_in_flight"] and time.monotonic() < deadline:
-        time.sleep(0.05)
-        after = stats(m.mnt)
-    assert after["http_in_flight"] == 0
+    wait_for(lambda: stats(m.mnt)["http_in_flight"] == 0,
+             "no request in flight")
 
 
 @pytest.mark.parametrize("block_cache", ["256M", "0"])
@@ -153,22 +150,59 @@ def test_cache_dir_reused_after_remount(nginx, big_image, mounts, tmp_path):
     assert second["disk_cache_corrupt"] == 0
 
 
-def test_cache_dir_kill9_then_remount(nginx, big_image, mounts, tmp_path):
+@pytest.fixture
+def big_origin(big_image):
+    """The big image on a fault server of its own (in this process's
+    memory, about 200 MiB)."""
+    with open(big_image["path"], "rb") as f:
+        data = f.read()
+    s = FaultServer().start()
+    s.add("/img.sqfs", data)
+    yield s, len(data)
+    s.stop()
+
+
+def test_cache_dir_kill9_then_remount(big_origin, big_image, mounts,
+                                      tmp_path):
+    """kill -9 while a read is in flight and the cache is being written
+    and evicted (a cat of large.bin, 200 MiB through a 64 MiB cache): the
+    origin holds every answer from the middle of the image on, and the
+    daemon is killed while it waits for one. A remount on the same
+    cache_dir reads right bytes, and the cache stays in its budget."""
+    origin, size = big_origin
     cache = str(tmp_path / "cache")
     opts = ["cache_dir=" + cache, "cache_size=64M"]
-    m = mounts(nginx.url("img.sqfs"), opts)
+    with open(big_image["path"], "rb") as f:
+        meta = struct.unpack("<Q", f.read(72)[64:72])[0]
+    origin.set_fault("hold", min_offset=size // 2, max_offset=meta)
+    m = mounts(origin.url("/img.sqfs"), opts)
     reader = subprocess.Popen(["cat", os.path.join(m.mnt, "large.bin")],
                               stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
-    time.sleep(0.4)
-    os.kill(m.proc.pid, signal.SIGKILL)
-    m.proc.wait(10)
-    reader.wait(30)
+                              stderr=subprocess.PIPE)
+    try:
+        origin.wait_held(1, WAIT)
+        st = stats(m.mnt)
+        # half the image read through the cache: written and evicting
+        assert st["disk_cache_writes"] > 0, st
+        assert st["disk_cache_evictions"] > 0, st
+        assert reader.poll() is None, "the read ended before the kill"
+        os.kill(m.proc.pid, signal.SIGKILL)
+        m.proc.wait(WAIT)
+        _, err = reader.communicate(timeout=WAIT)
+        # the read in flight failed with the daemon, it did not finish
+        assert reader.returncode != 0, err
+        assert origin.holding >= 1
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+            reader.wait(10)
+        origin.release()
     subprocess.run(["fusermount3", "-u", "-z", m.mnt], capture_output=True)
     assert not is_mounted(m.mnt)
     m.proc = None
+    origin.clear_fault()
 
-    m2 = mounts(nginx.url("img.sqfs"), opts)
+    m2 = mounts(origin.url("/img.sqfs"), opts)
     assert sha256_file(os.path.join(m2.mnt, "large.bin")) == \
         sha256_file(os.path.join(big_image["tree"], "large.bin"))
     check_small_files(m2.mnt, big_image["tree"])
@@ -269,31 +303,25 @@ def test_memory_bound(nginx, big_image, mounts, tmp_path):
     size = os.path.getsize(large)
     quarter = (size + 3) // 4
     small = sorted(small_files(big_image["tree"]))
-    errors = []
 
     def reader(i):
-        try:
-            off = i * quarter
-            n = min(quarter, size - off)
-            if not same_range(os.path.join(m.mnt, "large.bin"), large,
-                              off, n):
-                errors.append("large.bin [%d, +%d) differs" % (off, n))
-            for rel in small[i::4]:
-                a = os.path.join(m.mnt, rel)
-                b = os.path.join(big_image["tree"], rel)
-                if not same_range(a, b, 0, os.path.getsize(b)):
-                    errors.append(rel + " differs")
-        except OSError as e:
-            errors.append(str(e))
+        differ = []
+        off = i * quarter
+        n = min(quarter, size - off)
+        if not same_range(os.path.join(m.mnt, "large.bin"), large, off, n):
+            differ.append("large.bin [%d, +%d)" % (off, n))
+        for rel in small[i::4]:
+            a = os.path.join(m.mnt, rel)
+            b = os.path.join(big_image["tree"], rel)
+            if not same_range(a, b, 0, os.path.getsize(b)):
+                differ.append(rel)
+        return differ
 
     for _ in range(2):
-        readers = [threading.Thread(target=reader, args=(i,))
-                   for i in range(4)]
-        for t in readers:
-            t.start()
-        for t in readers:
-            t.join()
-        assert not errors, errors
+        # every reader finished, none raised (an EIO is an OSError)
+        differ = sum(run_threads(reader, [(i,) for i in range(4)],
+                                 timeout=300), [])
+        assert not differ, differ
         drop_page_cache()
     st = stats(m.mnt)
     assert st["block_cache_evictions"] > 0

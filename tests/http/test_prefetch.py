@@ -8,11 +8,11 @@ import os
 import signal
 import struct
 import subprocess
-import threading
 import time
 
-from conftest import daemon, start_nginx
+from conftest import daemon, read_with_timeout, start_nginx
 from test_cache import stats
+from timing import WAIT, bound, run_threads, wait_for
 
 MiB = 1 << 20
 CONF = "etc/conf.d/c%03d"
@@ -35,17 +35,16 @@ def read_profile(path):
     return out
 
 
-def wait_prefetch_done(mnt, timeout=30):
+def wait_prefetch_done(mnt):
     """Counters once every planned span was fetched, failed or found
     cached."""
-    deadline = time.monotonic() + timeout
-    while True:
+    def done():
         st = stats(mnt)
         if st["prefetch_spans"] and \
                 st["prefetch_spans_done"] == st["prefetch_spans"]:
             return st
-        assert time.monotonic() < deadline, ("prefetch not over", st)
-        time.sleep(0.05)
+        return None
+    return wait_for(done, "the prefetch to be over")
 
 
 def inode_table_start(image):
@@ -232,20 +231,39 @@ def test_failing_prefetch_never_fails_reads(fault_server, small_image,
 
 def test_stalled_prefetch_delays_reads_at_most_a_timeout(
         fault_server, small_image, mounts, tmp_path):
-    """Prefetch requests stall; a read that waits for one gets its bytes
-    once the prefetch gives up (timeout=), by fetching them itself."""
+    """The origin holds the prefetch's first request; a read that waits
+    for it gets its bytes once the prefetch gives up (timeout=), by
+    fetching them itself, while the origin still holds the prefetch's."""
+    timeout = 3
     files = small_tree_files(small_image)[:3]
     prof = write_profile(str(tmp_path / "p.txt"), files)
     meta = inode_table_start(small_image["path"])
-    fault_server.set_fault("delay", seconds=30, max_offset=meta, count=3)
+    # the first request for data (below the metadata) is held until the
+    # end of the test; later ones are answered
+    fault_server.set_fault("hold", max_offset=meta, count=1)
     m = mounts(fault_server.url("/small.sqfs"),
-               ["prefetch=" + prof, "timeout=3"])
-    time.sleep(0.3)  # the prefetch requests are out and stalled
+               ["prefetch=" + prof, "timeout=%d" % timeout])
+    # the test has read no file: the request held for data is the
+    # prefetch's, and its span is not done
+    (held,) = fault_server.wait_held(1, WAIT)
+    st = stats(m.mnt)
+    assert st["prefetch_spans_done"] < st["prefetch_spans"], st
+    assert st["prefetch_failures"] == 0, st
+    start = int(held.split("=")[1].split("-")[0])
+    assert start < meta, held
     t0 = time.monotonic()
     for rel in files:
-        with open(os.path.join(m.mnt, rel), "rb") as f:
-            assert f.read() == small_image["files"][rel], rel
-    assert time.monotonic() - t0 < 20
+        ok, got, _ = read_with_timeout(os.path.join(m.mnt, rel))
+        assert ok and got == small_image["files"][rel], (rel, got[:200])
+    took = time.monotonic() - t0
+    # the reads got their bytes without the held answer ...
+    assert fault_server.holding == 1
+    st = stats(m.mnt)
+    assert st["prefetch_failures"] == 1, st
+    assert [r["range"] for r in fault_server.requests()].count(held) == 2
+    # ... in at most the prefetch's timeout, not the origin's stall
+    assert took < bound(timeout), took
+    fault_server.release()
 
 
 def test_reads_racing_prefetch_get_right_bytes(nginx, big_image, mounts,
@@ -256,12 +274,10 @@ def test_reads_racing_prefetch_get_right_bytes(nginx, big_image, mounts,
     prof = write_profile(str(tmp_path / "p.txt"), files +
                          ["large.bin\t0-%d" % (16 * MiB - 1)])
     m = mounts(nginx.url("img.sqfs"), ["prefetch=" + prof])
-    bad = []
 
     def reader(k):
-        for rel in files[k::8]:
-            if not same_bytes(m.mnt, big_image["tree"], rel):
-                bad.append(rel)
+        bad = [rel for rel in files[k::8]
+               if not same_bytes(m.mnt, big_image["tree"], rel)]
         with open(os.path.join(m.mnt, "large.bin"), "rb") as f:
             f.seek(k * 2 * MiB)
             got = f.read(2 * MiB)
@@ -269,12 +285,10 @@ def test_reads_racing_prefetch_get_right_bytes(nginx, big_image, mounts,
             f.seek(k * 2 * MiB)
             if got != f.read(2 * MiB):
                 bad.append("large.bin@%d" % k)
+        return bad
 
-    threads = [threading.Thread(target=reader, args=(k,)) for k in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    # every reader finished, none raised (an EIO is an OSError there)
+    bad = sum(run_threads(reader, [(k,) for k in range(8)]), [])
     assert not bad, bad
     st = wait_prefetch_done(m.mnt)
     # what was fetched is the profile plus the metadata and the probe,
@@ -309,16 +323,33 @@ def test_latency_windows_cut_round_trips(fault_server, small_image, mounts):
     assert data_requests <= 6, st
 
 
+# MIN_RTT_NS of src/source/latency_window.c: below it, no windows
+MIN_RTT_US = 2000
+
+
 def test_no_latency_windows_on_loopback(fault_server, small_image, mounts):
     """The same reads without added latency: no window, one request per
-    file start, as before windows existed."""
+    file start, as before windows existed. What the daemon decides on is
+    the round trip it measured (the least of the mount's transfers); a
+    machine so loaded that a mount measured one of 2 ms or more on
+    loopback gets another mount, and the test fails only when three did,
+    saying so."""
     names = SCATTERED
-    m = mounts(fault_server.url("/small.sqfs"))
-    first_bytes_of_files(m, small_image, names)
-    st = stats(m.mnt)
-    assert st["http_rtt_us"] < 2000, st
-    assert st["http_windows"] == 0, st
-    assert st["http_requests"] - 2 >= len(names), st
+    measured = []
+    for attempt in range(3):
+        m = mounts(fault_server.url("/small.sqfs"), name="a%d" % attempt)
+        first_bytes_of_files(m, small_image, names)
+        st = stats(m.mnt)
+        assert m.stop() == []
+        if st["http_rtt_us"] >= MIN_RTT_US:
+            measured.append(st["http_rtt_us"])
+            continue
+        assert st["http_windows"] == 0, st
+        assert st["http_requests"] - 2 >= len(names), st
+        return
+    raise AssertionError("every mount measured a loopback round trip of "
+                         "2 ms or more (%r us): too loaded to test this"
+                         % measured)
 
 
 def test_record_pack_order_mount_cycle(small_image, mounts, tmp_path):

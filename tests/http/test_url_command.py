@@ -16,8 +16,13 @@ import subprocess
 import time
 
 from conftest import check_eio, daemon, read_with_timeout, try_mount
+from test_cache import stats
+from timing import SCALE, WAIT, bound, fetch_seconds
 
 FAST = ["timeout=3", "connect_timeout=1", "retries=1"]
+# src/source/url_command.c
+REFUSED_HOLD_S = 1.0   # a failed run stands this long
+MIN_INTERVAL_S = 1     # between renewals ahead of time
 
 SCRIPT = r"""#!/bin/sh
 # a signer for the tests: what it does comes from files next to it
@@ -99,25 +104,49 @@ def test_used_up_url_renewed_whole_tree(fault_server, small_image, mounts,
     assert_not_shown(m, fault_server)
 
 
+def renew_at(issued, life):
+    """When the daemon renews a URL issued at Unix time `issued` (a float)
+    that carries X-Amz-Date and X-Amz-Expires=life: lsq_url_renew_at() on
+    the whole seconds of X-Amz-Date, at least MIN_INTERVAL_S after the
+    run that got it."""
+    date = int(issued)
+    margin = max(min(life // 2, 60), life // 10)
+    return max(date + life - margin, date + MIN_INTERVAL_S)
+
+
 def test_expiry_in_url_renews_before_refusal(fault_server, small_image,
                                              mounts, tmp_path):
-    """X-Amz-Date + X-Amz-Expires=4: the URL is renewed once half its life
-    is gone (the margin is min(60 s, half)), before the server refuses."""
-    signer = presigning(fault_server, tmp_path, args="expires=4")
+    """X-Amz-Date + X-Amz-Expires: the URL is renewed once half its life
+    is gone (the margin is min(60 s, half)), before the server refuses:
+    the first read after that point, while the server would still take
+    the old URL, comes with a new one."""
+    # long enough for the mount and a first read before half of it is
+    # gone, on a loaded machine and in a sanitizer build
+    life = 8 * SCALE
+    signer = presigning(fault_server, tmp_path, args="expires=%d" % life)
     m = mounts(fault_server.url("/small.sqfs"), FAST + [signer.option()])
     files = small_image["files"]
-    ok, got, _ = read_with_timeout(os.path.join(m.mnt, "f00.bin"))
+    ok, got, _ = read_with_timeout(os.path.join(m.mnt, "f00.bin"), WAIT)
     assert ok and got == files["f00.bin"]
-    assert len(tokens(fault_server)) == 1
-    time.sleep(2.5)
+    issued = tokens(fault_server)
+    expires = fault_server.tokens[issued[0]][1]
+    renew = renew_at(expires - life, life)
+    assert len(issued) == 1 and time.time() < renew, \
+        "mount and first read took more than half the URL's %d s" % life
+    assert stats(m.mnt)["http_url_renewals"] == 0
+    # time is what this test is about: wait for the renewal point
+    time.sleep(renew - time.time() + 0.05)
+    assert time.time() < expires - 1   # the old URL still works
     fault_server.clear_log()
-    ok, got, _ = read_with_timeout(os.path.join(m.mnt, "f01.bin"))
+    ok, got, _ = read_with_timeout(os.path.join(m.mnt, "f01.bin"), WAIT)
     assert ok and got == files["f01.bin"]
     issued = tokens(fault_server)
     assert len(issued) == 2, issued
     reqs = fault_server.requests()
     assert reqs and all(r["status"] == 206 for r in reqs), reqs
     assert all(issued[1] in r["target"] for r in reqs), reqs
+    st = stats(m.mnt)
+    assert st["http_url_renewals"] == 1 and st["http_url_failures"] == 0, st
     assert_not_shown(m, fault_server)
 
 
@@ -127,12 +156,17 @@ def test_failing_command_costs_that_read_only(fault_server, small_image,
     EIO for the read that needed a new URL, its reason in the log, the
     mount goes on; a working command later brings reads back."""
     signer = presigning(fault_server, tmp_path)
+    timeout, retries = 2, 1
     m = mounts(fault_server.url("/small.sqfs"),
-               ["timeout=2", "connect_timeout=1", "retries=1",
-                signer.option()])
+               ["timeout=%d" % timeout, "connect_timeout=1",
+                "retries=%d" % retries, signer.option()])
     files = small_image["files"]
     ok, got, _ = read_with_timeout(os.path.join(m.mnt, "f02.bin"))
     assert ok and got == files["f02.bin"]
+    # the command runs for at most timeout= (then it is killed), and the
+    # read's fetch for at most its own timeouts
+    read_bound = bound(timeout + fetch_seconds(timeout, retries))
+    failed_at = None
 
     cases = [("fail", "f03.bin", "exit status 3: signer: access to the "
               "vault denied"),
@@ -140,14 +174,18 @@ def test_failing_command_costs_that_read_only(fault_server, small_image,
              ("empty", "f05.bin", "url_command: printed no URL"),
              ("garbage", "f06.bin", "printed something that is not an "
               "http:// or https:// URL")]
-    for mode, name, reason in cases:
+    for i, (mode, name, reason) in enumerate(cases):
         signer.set(mode=mode)
         fault_server.revoke_tokens()
-        time.sleep(1.1)  # a failed run stands for a second
+        wait_past_refusal(failed_at)
         before = len(m.log())
-        ok, text, secs = read_with_timeout(os.path.join(m.mnt, name), 30)
+        ok, text, secs = read_with_timeout(os.path.join(m.mnt, name),
+                                           WAIT)
+        failed_at = time.monotonic()
         check_eio(ok, text)
-        assert secs < 10, (mode, secs)
+        assert secs < read_bound, (mode, secs)
+        # the command ran again for this read (not the last one's answer)
+        assert stats(m.mnt)["http_url_failures"] == i + 1
         new = m.log()[before:]
         lines = [ln for ln in new.splitlines() if reason in ln]
         assert lines, (mode, new)
@@ -167,9 +205,18 @@ def test_failing_command_costs_that_read_only(fault_server, small_image,
                 if "sqfs-lazy-guard" not in ln]  # conn_guard.c's child
         assert not left, left
     signer.set(mode="ok")
-    time.sleep(1.1)
+    wait_past_refusal(failed_at)
     ok, got, _ = read_with_timeout(os.path.join(m.mnt, "f03.bin"))
     assert ok and got == files["f03.bin"]
+
+
+def wait_past_refusal(failed_at):
+    """A failed run of the command answers every renewal for
+    REFUSED_HOLD_S; failed_at (monotonic) is when the read that ran it
+    returned, which is after the run ended."""
+    if failed_at is not None:
+        time.sleep(max(0.0, failed_at + REFUSED_HOLD_S + 0.05 -
+                       time.monotonic()))
 
 
 def test_renewed_url_of_another_object_is_a_change(fault_server, small_image,
@@ -187,10 +234,15 @@ def test_renewed_url_of_another_object_is_a_change(fault_server, small_image,
     ok, text, _ = read_with_timeout(os.path.join(m.mnt, "f08.bin"))
     check_eio(ok, text)
     assert "remote image changed" in m.log(), m.log()[-3000:]
+    # the right object again, the URL to the other one revoked: a daemon
+    # that tried once more would be refused, renew and read f09; this one
+    # fails it without asking the server
     signer.set(path="/small.sqfs")
-    time.sleep(0.2)
+    fault_server.revoke_tokens()
+    fault_server.clear_log()
     ok, text, _ = read_with_timeout(os.path.join(m.mnt, "f09.bin"))
     check_eio(ok, text)
+    assert fault_server.requests() == []
 
 
 def test_command_failing_at_mount_refuses_it(fault_server, tmp_path):
@@ -199,7 +251,8 @@ def test_command_failing_at_mount_refuses_it(fault_server, tmp_path):
     rc, err, secs = try_mount(fault_server.url("/small.sqfs"),
                               str(tmp_path / "mnt"), None,
                               FAST + [signer.option()])
-    assert rc != 0 and secs < 20
+    # the command fails at once: well within one fetch's timeouts
+    assert rc != 0 and secs < bound(fetch_seconds(3, 1)), secs
     assert "access to the vault denied" in err and "exit status 3" in err, err
     assert len(err.strip().splitlines()) == 1, err
 

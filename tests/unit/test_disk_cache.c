@@ -8,10 +8,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -195,25 +197,50 @@ static void test_budget_and_owner(void)
 	lsq_disk_cache_close(dc);
 }
 
-/* A child stores ranges as fast as it can; kill -9 it at a random moment,
- * several times; every range found afterwards must hold the right bytes. */
+/* A child stores ranges as fast as it can and counts them in memory shared
+ * with the parent; once it has stored a random number of them (past the
+ * budget's worth: evictions under way) kill -9 it, several times. Every
+ * range found afterwards must hold the right bytes, some must be found
+ * (the child stored at least one, and the log names it), and the budget
+ * must hold. */
 static void test_kill9(void)
 {
+	const unsigned in_budget = (8u << 20) / RANGE_LEN;
 	unsigned seed = (unsigned)time(NULL);
+	atomic_uint *stored = mmap(NULL, sizeof(*stored),
+				   PROT_READ | PROT_WRITE,
+				   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 
+	CHECK(stored != MAP_FAILED);
+	printf("disk_cache: kill -9 rounds, seed %u\n", seed);
+	fflush(stdout);  /* not copied into the children */
 	for (int round = 0; round < 6; round++) {
 		struct lsq_disk_cache *dc;
-		unsigned hits = 0;
+		struct lsq_disk_cache_stats st;
+		unsigned hits = 0, want;
+		time_t deadline = time(NULL) + 120;
 		int status;
-		pid_t pid = fork();
+		pid_t pid;
 
+		atomic_store(stored, 0);
+		want = 1 + (unsigned)(rand_r(&seed) % (3 * in_budget));
+		pid = fork();
 		CHECK(pid >= 0);
 		if (pid == 0) {
+			unsigned n = 0;
+
 			dc = open_cache(8u << 20, LSQ_OK);
-			for (unsigned i = 0;; i = (i + 7) % 1500)
+			for (unsigned i = 0;; i = (i + 7) % 1500) {
 				store(dc, i);
+				atomic_store(stored, ++n);
+			}
 		}
-		usleep(20000 + (unsigned)(rand_r(&seed) % 150000));
+		/* the child's count is the event: no fixed sleep */
+		while (atomic_load(stored) < want) {
+			CHECK(time(NULL) < deadline);
+			CHECK(waitpid(pid, &status, WNOHANG) == 0);
+			usleep(100);
+		}
 		CHECK(kill(pid, SIGKILL) == 0);
 		CHECK(waitpid(pid, &status, 0) == pid);
 		CHECK(WIFSIGNALED(status));
@@ -221,10 +248,14 @@ static void test_kill9(void)
 		dc = open_cache(8u << 20, LSQ_OK);
 		for (unsigned i = 0; i < 1500; i++)
 			hits += (unsigned)lookup(dc, i);
+		lsq_disk_cache_get_stats(dc, &st);
+		CHECK_EQ_INT(st.hits, hits);
+		CHECK(hits >= 1);
 		CHECK(hits * (uint64_t)RANGE_LEN <= (8u << 20));
 		CHECK(allocated_bytes() <= (8u << 20));
 		lsq_disk_cache_close(dc);
 	}
+	munmap(stored, sizeof(*stored));
 }
 
 int main(void)

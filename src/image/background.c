@@ -83,6 +83,7 @@ struct lsq_background {
 	uint64_t last_guide;     /* read_pos the last guided pick used; mu */
 	unsigned failures;       /* failed spans in a row; under mu */
 	unsigned active;         /* streams allowed to fetch; under mu */
+	uint64_t pending;        /* bytes of the spans in flight; under mu */
 
 	atomic_uint_least64_t planned_units, planned_bytes, fetched, spans;
 	atomic_uint running;     /* threads not yet ended */
@@ -356,7 +357,7 @@ static void fetch(struct lsq_background *bg, unsigned stream)
 	pthread_mutex_lock(&bg->mu);
 	while (!atomic_load(&bg->stop)) {
 		size_t first, n;
-		uint64_t got = 0, t0, took;
+		uint64_t got = 0, t0, took, span;
 		int ret;
 
 		if (stream >= bg->active) {  /* backed off: this one rests */
@@ -370,7 +371,9 @@ static void fetch(struct lsq_background *bg, unsigned stream)
 			nap(bg, READER_NAP_NS);
 			continue;
 		}
-		if (atomic_load(&bg->fetched) >= bg->budget)
+		/* the spans in flight count: the budget is never passed by
+		 * more than the last span */
+		if (atomic_load(&bg->fetched) + bg->pending >= bg->budget)
 			break;
 		first = pick_start(bg);
 		if (first == SIZE_MAX)
@@ -389,6 +392,8 @@ static void fetch(struct lsq_background *bg, unsigned stream)
 		for (size_t j = 0; j < n; j++)
 			ext[j] = (struct lsq_extent){ bg->units[first + j].offset,
 						      bg->units[first + j].len };
+		span = ext[n - 1].offset + ext[n - 1].len - ext[0].offset;
+		bg->pending += span;
 		pthread_mutex_unlock(&bg->mu);
 
 		t0 = now_ns();
@@ -398,6 +403,7 @@ static void fetch(struct lsq_background *bg, unsigned stream)
 		took = now_ns() - t0;
 
 		pthread_mutex_lock(&bg->mu);
+		bg->pending -= span;
 		atomic_fetch_add(&bg->fetched, got);
 		atomic_fetch_add(&bg->spans, 1);
 		if (ret == LSQ_ERR_REMOTE_CHANGED) {

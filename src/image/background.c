@@ -70,7 +70,8 @@ struct lsq_background {
 	unsigned streams;
 	uint64_t budget, span_max, min_rtt_us;
 	pthread_t threads[MAX_STREAMS];
-	unsigned nthreads;
+	unsigned nthreads;       /* written by the planner once started */
+	bool planner_started;    /* threads[0] runs; set before it starts */
 	atomic_bool stop;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;       /* stop, for sleeping streams */
@@ -516,9 +517,11 @@ int lsq_image_background(struct lsq_image *img,
 	pthread_cond_init(&bg->cv, NULL);
 	/* threads[0] is the planner, which starts (and counts) the others */
 	bg->nthreads = 1;
+	bg->planner_started = true;
 	atomic_init(&bg->running, 1);
 	if (pthread_create(&bg->threads[0], NULL, planner, bg) != 0) {
 		bg->nthreads = 0;
+		bg->planner_started = false;
 		lsq_background_destroy(bg);
 		return LSQ_ERR_NOMEM;
 	}
@@ -534,8 +537,9 @@ void lsq_background_destroy(struct lsq_background *bg)
 	atomic_store(&bg->stop, true);
 	pthread_cond_broadcast(&bg->cv);
 	pthread_mutex_unlock(&bg->mu);
-	/* the planner joins first: only it adds threads */
-	if (bg->nthreads)
+	/* the planner joins first: only it adds threads (nthreads is
+	 * read after that join) */
+	if (bg->planner_started)
 		pthread_join(bg->threads[0], NULL);
 	for (unsigned i = 1; i < bg->nthreads; i++)
 		pthread_join(bg->threads[i], NULL);

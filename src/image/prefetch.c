@@ -73,7 +73,8 @@ struct lsq_prefetch {
 	unsigned workers;
 	uint64_t budget;
 	pthread_t threads[MAX_WORKERS];
-	unsigned nthreads;
+	unsigned nthreads;       /* written by the planner once started */
+	bool planner_started;    /* threads[0] runs; set before it starts */
 	atomic_bool stop;
 
 	/* the plan; written by the first thread before it starts the
@@ -396,8 +397,10 @@ static int start(struct lsq_image *img, const char *text, size_t len,
 	pf->budget = opt->budget_bytes;
 	/* threads[0] is the planner, which starts (and counts) the others */
 	pf->nthreads = 1;
+	pf->planner_started = true;
 	if (pthread_create(&pf->threads[0], NULL, planner, pf) != 0) {
 		pf->nthreads = 0;
+		pf->planner_started = false;
 		lsq_prefetch_destroy(pf);
 		return LSQ_ERR_NOMEM;
 	}
@@ -424,8 +427,9 @@ void lsq_prefetch_destroy(struct lsq_prefetch *pf)
 	if (!pf)
 		return;
 	atomic_store(&pf->stop, true);
-	/* the planner joins first: only it adds threads */
-	if (pf->nthreads)
+	/* the planner joins first: only it adds threads (nthreads is
+	 * read after that join) */
+	if (pf->planner_started)
 		pthread_join(pf->threads[0], NULL);
 	for (unsigned i = 1; i < pf->nthreads; i++)
 		pthread_join(pf->threads[i], NULL);

@@ -223,6 +223,14 @@ struct lsq_image_stats {
 	uint64_t prefetch_spans, prefetch_spans_done;
 	uint64_t prefetch_requests, prefetch_bytes, prefetch_failures,
 		prefetch_blocks, prefetch_hits, prefetch_hit_bytes;
+	/* background fetch (lsq_image_background): units of the image and
+	 * their bytes, spans tried, whether it has ended; from the caching
+	 * layer, requests, bytes fetched, failed requests, units stored,
+	 * reads served by a unit it kept in RAM (count, bytes) */
+	uint64_t background_units, background_planned_bytes, background_spans,
+		background_done;
+	uint64_t background_requests, background_bytes, background_failures,
+		background_blocks, background_hits, background_hit_bytes;
 	/* signed manifest (image/verify.h): units read and good, of those the
 	 * ones served from a copy checked when it was loaded (not hashed
 	 * again), copies that failed their digest, refetches that brought a
@@ -254,6 +262,38 @@ struct lsq_prefetch_options {
 int lsq_image_prefetch(struct lsq_image *img, const char *text, size_t len,
 		       const char *name,
 		       const struct lsq_prefetch_options *opt);
+
+struct lsq_background_options {
+	unsigned streams;      /* requests in flight, 1..8 */
+	uint64_t budget_bytes; /* bytes fetched at most (0: nothing) */
+	uint64_t span_bytes;   /* bytes per request (0: 4 MiB) */
+	/* fetch only over a round trip this long at least, once three
+	 * transfers were timed (0: always; a source that times none, such
+	 * as a file: never) */
+	uint64_t min_rtt_us;
+};
+
+/* Fetch the image's data in the background, behind the readers: every
+ * data and fragment block, first past the last one a reader loaded, then
+ * in image order, in spans of span_bytes on the source's speculative
+ * connections (lsq_source_cache_fetch_behind: readers never wait for
+ * it), into the persistent cache when there is one, else the RAM cache.
+ * Waits for a profile prefetch to finish first. Stops at the budget, at
+ * lsq_image_close(), or after repeated failures (one warning); drops to
+ * one stream when a span is slow. Start once the process will not fork
+ * any more. LSQ_ERR_NOMEM, LSQ_ERR_INVALID (started twice). */
+int lsq_image_background(struct lsq_image *img,
+			 const struct lsq_background_options *opt);
+
+/* As lsq_image_prefetch, with the profile produced by load(ctx, &text,
+ * &len) on the prefetch's first thread (a URL fetched off the mount's
+ * critical path): text malloc'd, owned by the prefetch from then on; an
+ * error there means no prefetch (load logs what it wants). ctx must
+ * outlive the image. Until load returned, the prefetch counts as busy. */
+typedef int (*lsq_profile_loader_fn)(void *ctx, char **text, size_t *len);
+int lsq_image_prefetch_from(struct lsq_image *img, lsq_profile_loader_fn load,
+			    void *ctx, const char *name,
+			    const struct lsq_prefetch_options *opt);
 
 /* The startup profile stored in the image by `sqfs-lazy-pack --order`
  * (src/format/profile_record.h), as malloc'd text in *text (not

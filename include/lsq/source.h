@@ -159,6 +159,11 @@ struct lsq_cache_stats {
 	 * prefetched block (count and bytes) */
 	uint64_t prefetch_requests, prefetch_bytes, prefetch_failures,
 		prefetch_blocks, prefetch_hits, prefetch_hit_bytes;
+	/* lsq_source_cache_fetch_behind: the same for background fetch
+	 * (hits: reads served from its RAM copies; with a persistent
+	 * cache its units are hits there) */
+	uint64_t background_requests, background_bytes, background_failures,
+		background_blocks, background_hits, background_hit_bytes;
 };
 
 /* Put a caching layer in front of inner. Reads are served from the pinned
@@ -235,6 +240,20 @@ struct lsq_extent {
 int lsq_source_cache_prefetch(struct lsq_source *src,
 			      const struct lsq_extent *ext, size_t n);
 
+/* Background fetch: fetch ext[0..n) with one read of the range spanning
+ * the extents no copy is kept of (RAM or loading, the pin, the persistent
+ * cache, the shared store), on the source's speculative connections.
+ * Unlike lsq_source_cache_prefetch nothing is reserved: a reader of an
+ * extent in flight fetches it for itself rather than wait on a range it
+ * did not ask for. What arrives goes to the persistent cache when there
+ * is one (the RAM cache stays for readers), else to the RAM cache where
+ * no reader stored it meanwhile. *fetched: bytes requested (0 when all
+ * was held, or on failure). Without a caching layer: nothing. Blocks;
+ * thread-safe. */
+int lsq_source_cache_fetch_behind(struct lsq_source *src,
+				  const struct lsq_extent *ext, size_t n,
+				  uint64_t *fetched);
+
 /* LSQ_ERR_INVALID unless src is a caching layer. Thread-safe. */
 int lsq_source_cache_get_stats(const struct lsq_source *src,
 			       struct lsq_cache_stats *out);
@@ -286,7 +305,10 @@ struct lsq_http_stats {
 	uint64_t cache_hits;      /* reads served from pinned/readahead memory */
 	uint64_t readahead_bytes; /* bytes fetched beyond what was asked */
 	uint64_t in_flight;       /* transfers running now */
+	uint64_t in_flight_waited; /* of those, reads someone waits for (not
+				    * readahead, prefetch or background) */
 	uint64_t rtt_us;          /* round trip measured (min, recent) */
+	uint64_t rtt_samples;     /* transfers timed so far */
 	uint64_t windows;         /* latency windows fetched around misses */
 	uint64_t buffer_bytes;    /* readahead and window memory held now */
 	uint64_t window_hits;     /* reads served by a window they did not

@@ -492,6 +492,21 @@ int lsq_block_cache_lookup(struct lsq_block_cache *cache, uint64_t key,
 	return LSQ_OK;
 }
 
+bool lsq_block_cache_has(struct lsq_block_cache *cache, uint64_t key)
+{
+	uint64_t hash = mix64(key);
+	struct shard *s;
+	bool found;
+
+	if (!cache)
+		return false;
+	s = shard_of(cache, hash);
+	lock_shard(s);
+	found = table_find(s, hash, key) != NULL;
+	unlock_shard(s);
+	return found;
+}
+
 /* ---- reservations ---- */
 
 int lsq_block_cache_reserve(struct lsq_block_cache *cache, uint64_t key,

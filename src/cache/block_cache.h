@@ -19,6 +19,7 @@
 #define LSQ_BLOCK_CACHE_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -104,6 +105,10 @@ int lsq_block_cache_get_with(struct lsq_block_cache *cache, uint64_t key,
  * neither: for a caller that can produce the bytes elsewhere. */
 int lsq_block_cache_lookup(struct lsq_block_cache *cache, uint64_t key,
 			   struct lsq_block **out);
+
+/* Whether key is cached or loading, without waiting, touching the LRU or
+ * counting anything: for a speculative fetch deciding what to skip. */
+bool lsq_block_cache_has(struct lsq_block_cache *cache, uint64_t key);
 
 /*
  * Reservations: loads run by the caller outside any get, for a loader

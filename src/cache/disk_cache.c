@@ -281,6 +281,20 @@ int lsq_disk_cache_read(struct lsq_disk_cache *dc, void *buf, size_t len,
 	return LSQ_ERR_NOT_FOUND;
 }
 
+bool lsq_disk_cache_has(struct lsq_disk_cache *dc, size_t len,
+			uint64_t offset)
+{
+	struct lsq_clock_shard *sh = shard_of(dc, offset);
+	struct dc_entry *e;
+	bool found;
+
+	pthread_mutex_lock(&sh->mu);
+	e = shard_find(sh, offset);
+	found = e && e->len == len;
+	pthread_mutex_unlock(&sh->mu);
+	return found;
+}
+
 void lsq_disk_cache_write(struct lsq_disk_cache *dc, const void *buf,
 			  size_t len, uint64_t offset)
 {

@@ -14,6 +14,7 @@
 #ifndef LSQ_DISK_CACHE_H
 #define LSQ_DISK_CACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,6 +40,11 @@ int lsq_disk_cache_open(const char *dir, const char *identity,
 /* LSQ_OK and len bytes in buf when [offset, offset+len) is cached and
  * intact; LSQ_ERR_NOT_FOUND otherwise. */
 int lsq_disk_cache_read(struct lsq_disk_cache *dc, void *buf, size_t len,
+			uint64_t offset);
+
+/* Whether the index lists [offset, offset+len) (no I/O, no CRC check:
+ * a read may still miss). */
+bool lsq_disk_cache_has(struct lsq_disk_cache *dc, size_t len,
 			uint64_t offset);
 
 /* Store a range (best effort: a failed write only logs once). */

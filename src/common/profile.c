@@ -134,6 +134,29 @@ bad:
 	return false;
 }
 
+/* The missed=N field among the fields in [s, end), or 0. */
+static unsigned parse_missed(const char *s, const char *end)
+{
+	static const char key[] = "missed=";
+	unsigned v = 0;
+
+	while (s < end) {
+		const char *f_end = memchr(s, '\t', (size_t)(end - s));
+
+		if (!f_end)
+			f_end = end;
+		if ((size_t)(f_end - s) > sizeof(key) - 1 &&
+		    memcmp(s, key, sizeof(key) - 1) == 0) {
+			for (s += sizeof(key) - 1; s < f_end &&
+			     *s >= '0' && *s <= '9' && v < 1000000; s++)
+				v = v * 10 + (unsigned)(*s - '0');
+			return v;
+		}
+		s = f_end + 1;
+	}
+	return 0;
+}
+
 /* One line without its newline; false when it is to be skipped as bad. */
 static bool parse_line(const char *s, const char *end,
 		       struct lsq_profile_entry *e, bool *nomem)
@@ -156,6 +179,8 @@ static bool parse_line(const char *s, const char *end,
 			e->path = NULL;
 			return false;
 		}
+		if (r_end < end)
+			e->missed = parse_missed(r_end + 1, end);
 	}
 	return true;
 }
@@ -219,8 +244,12 @@ void lsq_profile_free(struct lsq_profile *p)
 
 int lsq_profile_write_entry(FILE *f, const char *path,
 			    const struct lsq_profile_range *ranges,
-			    size_t nranges)
+			    size_t nranges, unsigned missed)
 {
+	/* a name starting with '#' would read back as a comment; the
+	 * parser drops a leading "./" */
+	if (path[0] == '#' && fputs("./", f) == EOF)
+		return LSQ_ERR_IO;
 	for (const char *p = path; *p; p++) {
 		const char *esc = NULL;
 
@@ -239,5 +268,155 @@ int lsq_profile_write_entry(FILE *f, const char *path,
 			    (unsigned long long)ranges[i].first,
 			    (unsigned long long)ranges[i].last) < 0)
 			return LSQ_ERR_IO;
+	if (missed && fprintf(f, "%s\tmissed=%u", nranges ? "" : "\t",
+			      missed) < 0)
+		return LSQ_ERR_IO;
 	return putc('\n', f) == EOF ? LSQ_ERR_IO : LSQ_OK;
+}
+
+/* ---- merging a run into a learned profile ---- */
+
+static int by_path(const void *a, const void *b, void *ctx)
+{
+	const struct lsq_profile_entry *v = ctx;
+
+	return strcmp(v[*(const size_t *)a].path, v[*(const size_t *)b].path);
+}
+
+/* Indices of p's entries sorted by path, for find(). */
+static size_t *path_index(const struct lsq_profile *p)
+{
+	size_t *ix = malloc((p->count ? p->count : 1) * sizeof(*ix));
+
+	if (!ix)
+		return NULL;
+	for (size_t i = 0; i < p->count; i++)
+		ix[i] = i;
+	qsort_r(ix, p->count, sizeof(*ix), by_path, p->entries);
+	return ix;
+}
+
+/* The first entry of p (in file order) with path, or NULL. */
+static const struct lsq_profile_entry *
+find(const struct lsq_profile *p, const size_t *ix, const char *path)
+{
+	size_t lo = 0, hi = p->count;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(p->entries[ix[mid]].path, path);
+
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* equal paths: the lowest index sits first among them only if the
+	 * sort kept file order, which qsort does not promise */
+	if (lo < p->count && strcmp(p->entries[ix[lo]].path, path) == 0) {
+		size_t best = ix[lo];
+
+		for (size_t j = lo + 1; j < p->count &&
+		     strcmp(p->entries[ix[j]].path, path) == 0; j++)
+			if (ix[j] < best)
+				best = ix[j];
+		return &p->entries[best];
+	}
+	return NULL;
+}
+
+/* The union of two entries' ranges into e (no ranges: the whole file). */
+static int union_ranges(const struct lsq_profile_entry *a,
+			const struct lsq_profile_entry *b,
+			struct lsq_profile_entry *e)
+{
+	size_t n = 0, i = 0, j = 0;
+
+	e->ranges = NULL;
+	e->nranges = 0;
+	if (!a->nranges || (b && !b->nranges))
+		return LSQ_OK;
+	e->ranges = malloc((a->nranges + (b ? b->nranges : 0)) *
+			   sizeof(*e->ranges));
+	if (!e->ranges)
+		return LSQ_ERR_NOMEM;
+	while (i < a->nranges || (b && j < b->nranges)) {
+		struct lsq_profile_range r =
+			!b || j >= b->nranges ||
+				(i < a->nranges &&
+				 a->ranges[i].first <= b->ranges[j].first)
+				? a->ranges[i++] : b->ranges[j++];
+
+		if (n && r.first <= e->ranges[n - 1].last + 1) {
+			if (r.last > e->ranges[n - 1].last)
+				e->ranges[n - 1].last = r.last;
+		} else {
+			e->ranges[n++] = r;
+		}
+	}
+	e->nranges = n;
+	if (n > LSQ_PROFILE_MAX_RANGES) {  /* would not parse: all of it */
+		free(e->ranges);
+		e->ranges = NULL;
+		e->nranges = 0;
+	}
+	return LSQ_OK;
+}
+
+static int push(struct lsq_profile *out, size_t *cap,
+		const struct lsq_profile_entry *src,
+		const struct lsq_profile_entry *widen, unsigned missed)
+{
+	struct lsq_profile_entry e = { 0 };
+
+	if (out->count == *cap) {
+		size_t ncap = *cap ? 2 * *cap : 64;
+		void *n = realloc(out->entries, ncap * sizeof(e));
+
+		if (!n)
+			return LSQ_ERR_NOMEM;
+		out->entries = n;
+		*cap = ncap;
+	}
+	e.path = strdup(src->path);
+	if (!e.path || union_ranges(src, widen, &e) != LSQ_OK) {
+		free(e.path);
+		return LSQ_ERR_NOMEM;
+	}
+	e.missed = missed;
+	out->entries[out->count++] = e;
+	return LSQ_OK;
+}
+
+int lsq_profile_merge(const struct lsq_profile *run,
+		      const struct lsq_profile *old, unsigned max_missed,
+		      size_t max_entries, struct lsq_profile *out)
+{
+	size_t *run_ix = path_index(run), *old_ix = path_index(old);
+	size_t cap = 0;
+	int ret = run_ix && old_ix ? LSQ_OK : LSQ_ERR_NOMEM;
+
+	memset(out, 0, sizeof(*out));
+	for (size_t i = 0; !ret && i < run->count &&
+	     out->count < max_entries; i++) {
+		const struct lsq_profile_entry *e = &run->entries[i];
+
+		if (find(run, run_ix, e->path) != e)
+			continue;  /* a later duplicate */
+		ret = push(out, &cap, e, find(old, old_ix, e->path), 0);
+	}
+	for (size_t i = 0; !ret && i < old->count &&
+	     out->count < max_entries; i++) {
+		const struct lsq_profile_entry *e = &old->entries[i];
+
+		if (e->missed >= max_missed || find(run, run_ix, e->path) ||
+		    find(old, old_ix, e->path) != e)
+			continue;
+		ret = push(out, &cap, e, NULL, e->missed + 1);
+	}
+	free(run_ix);
+	free(old_ix);
+	if (ret)
+		lsq_profile_free(out);
+	return ret;
 }

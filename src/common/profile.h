@@ -7,7 +7,7 @@
  * and by `sqfs-lazy-pack --order PATH`, and embedded in images packed with
  * --order (src/format/profile_record.h). Plain text, one entry per line:
  *
- *     PATH [TAB RANGES [TAB more fields, ignored]]
+ *     PATH [TAB RANGES [TAB missed=N] [TAB more fields, ignored]]
  *
  * PATH is relative to the image root, components separated by '/' (a
  * leading "/" or "./" is accepted and dropped); a backslash escapes
@@ -17,6 +17,10 @@
  * Blank lines and lines starting with '#' are comments. A line that does
  * not parse (empty, "." or ".." components, bad ranges) is skipped and
  * counted: a stale or damaged profile is a hint, never an error.
+ *
+ * missed=N is kept by learned profiles (a mount's own record merged with
+ * the last one, lsq_profile_merge): how many merges in a row the entry
+ * was not read. Other readers ignore it.
  */
 #ifndef LSQ_PROFILE_H
 #define LSQ_PROFILE_H
@@ -34,6 +38,7 @@ struct lsq_profile_entry {
 	char *path;                        /* unescaped, NUL-terminated */
 	struct lsq_profile_range *ranges;  /* sorted, merged; NULL: whole file */
 	size_t nranges;
+	unsigned missed;                   /* the missed=N field, or 0 */
 };
 
 struct lsq_profile {
@@ -55,10 +60,19 @@ int lsq_profile_parse(const char *text, size_t len, struct lsq_profile *out);
 /* Free what parse allocated; the struct is zeroed. NULL is ignored. */
 void lsq_profile_free(struct lsq_profile *p);
 
-/* Write one entry line (escaped path, ranges if nranges > 0) to f.
- * LSQ_OK or LSQ_ERR_IO. */
+/* Write one entry line (escaped path, ranges if nranges > 0, missed=N if
+ * missed > 0) to f. LSQ_OK or LSQ_ERR_IO. */
 int lsq_profile_write_entry(FILE *f, const char *path,
 			    const struct lsq_profile_range *ranges,
-			    size_t nranges);
+			    size_t nranges, unsigned missed);
+
+/* Learn from one run: *out gets run's entries in their order (missed 0,
+ * ranges widened by old's for the same path), then old's entries that run
+ * did not read, with missed + 1, dropped past max_missed; each path once,
+ * at most max_entries. Duplicates within run keep their first place.
+ * Neither input is changed. LSQ_ERR_NOMEM (then *out is empty). */
+int lsq_profile_merge(const struct lsq_profile *run,
+		      const struct lsq_profile *old, unsigned max_missed,
+		      size_t max_entries, struct lsq_profile *out);
 
 #endif

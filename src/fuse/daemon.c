@@ -43,6 +43,8 @@
 #include "fuse/recorder.h"
 #include "fuse/signed_image.h"
 #include "fuse/startup_profile.h"
+#include "fuse/learned_profile.h"
+#include "fuse/background_policy.h"
 #include "fuse/stats.h"
 #include "fuse/uring.h"
 #include "lsq/error.h"
@@ -308,7 +310,7 @@ static int run_mount(struct lsq_mount_options *opt)
 	struct lsq_conn_guard guard = { .pid = 0 };
 	struct fuse_session *se;
 	struct stat below;
-	char *shown = NULL, *canonical = NULL;
+	char *shown = NULL, *canonical = NULL, *learned_path = NULL;
 	sigset_t usr1;
 	int status = 1;
 	int ret;
@@ -336,6 +338,15 @@ static int run_mount(struct lsq_mount_options *opt)
 		lsq_err_log("record=%s: %s", opt->record, strerror(errno));
 		goto out_destroy;
 	}
+	/* with cache_dir, every mount learns what its start reads */
+	learned_path = lsq_learned_profile_path(opt);
+	if (learned_path && !m.recorder &&
+	    lsq_recorder_create_learning(LSQ_LEARN_MAX_FILES,
+					 LSQ_LEARN_MAX_NODES,
+					 &m.recorder) != LSQ_OK) {
+		free(learned_path);
+		learned_path = NULL;
+	}
 	if (open_image(opt, &m.img))
 		goto out_destroy;
 	m.root = lsq_image_root(m.img);
@@ -343,7 +354,7 @@ static int run_mount(struct lsq_mount_options *opt)
 	if (m.recorder)
 		lsq_recorder_set_granule(m.recorder,
 					 lsq_image_info(m.img)->block_size);
-	lsq_startup_profile_load(&profile, opt, m.img);
+	lsq_startup_profile_load(&profile, opt, m.img, learned_path);
 
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_destroy;
@@ -367,6 +378,7 @@ static int run_mount(struct lsq_mount_options *opt)
 	/* no fork after this point: background fetches may use threads */
 	lsq_source_allow_threads(lsq_image_source(m.img));
 	lsq_startup_profile_start(&profile, opt, m.img);
+	lsq_background_policy_start(opt, m.img);
 	if (opt->io_uring != 0 && !opt->single_thread)
 		uring = lsq_uring_start(se, opt->threads, opt->io_uring > 0);
 	m.uring = uring;  /* before the stats watcher reads it */
@@ -408,6 +420,9 @@ out_destroy:
 		pthread_join(ready.thread, NULL);
 	free(shown);
 	/* the loop is over: nothing reads or names nodes any more */
+	if (served)
+		lsq_learned_profile_save(learned_path, m.recorder);
+	free(learned_path);
 	lsq_recorder_finish(m.recorder, served);
 	if (m.img && !m.local_image)
 		log_stats(&m);  /* the final counters of a remote image */

@@ -346,10 +346,12 @@ static void lsq_op_read(fuse_req_t req, fuse_ino_t ino, size_t size,
 	if (err) {
 		lsq_reply_err(req, err);
 	} else {
-		fuse_reply_buf(req, buf, nread);
+		/* before the reply: once it is out, the reader's next read
+		 * (of another file) could be recorded first */
 		if (m->recorder)
 			lsq_recorder_read(m->recorder, ino, file->size,
 					  (uint64_t)off, nread);
+		fuse_reply_buf(req, buf, nread);
 		/* only after the reply: until then the kernel holds the
 		 * pages of this request locked */
 		lsq_page_store_after_read(&m->page_store, ino, file,

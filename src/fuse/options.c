@@ -365,6 +365,32 @@ static int parse_item(struct lsq_mount_options *opt, char *item,
 		return LSQ_OK;
 	} else if (IS("prefetch_metadata")) {
 		return parse_on_off_given(name, value, &opt->prefetch_metadata);
+	} else if (IS("learn")) {
+		int on = 1;
+		int ret = parse_on_off_given(name, value, &on);
+
+		opt->learn = on != 0;
+		return ret;
+	} else if (IS("background")) {
+		char *end;
+		double f;
+
+		NEED_VALUE();
+		if (strcmp(value, "auto") == 0 || strcmp(value, "on") == 0) {
+			opt->background = -1;
+			return LSQ_OK;
+		}
+		if (strcmp(value, "off") == 0) {
+			opt->background = 0;
+			return LSQ_OK;
+		}
+		errno = 0;
+		f = strtod(value, &end);
+		if (errno || end == value || *end || !(f >= 0 && f <= 1))
+			return bad_value(name, value,
+					 "off, auto or a fraction 0..1");
+		opt->background = f;
+		return LSQ_OK;
 	} else if (IS("record") || IS("prefetch")) {
 		char **slot = IS("record") ? &opt->record : &opt->prefetch;
 		char *copy;
@@ -629,6 +655,8 @@ int lsq_mount_options_parse(struct lsq_mount_options *opt, int argc,
 	lsq_http_options_default(&opt->http_opts);
 	opt->cache_opts.dir_bytes = LSQ_DEFAULT_CACHE_SIZE;
 	opt->prefetch_metadata = -1;
+	opt->background = -1;
+	opt->learn = true;
 	opt->verify = -1;
 	opt->fuse_args = (struct fuse_args)FUSE_ARGS_INIT(0, NULL);
 	opt->log_level = LSQ_LOG_INFO;
@@ -842,8 +870,16 @@ void lsq_mount_options_help(FILE *out)
 "  record=PATH             write a startup profile to PATH when the mount\n"
 "                          ends: the files read, in order (docs/prefetch.md)\n"
 "  prefetch=auto|off|PATH|URL  fetch the blocks a startup profile lists, in\n"
-"                          the background (default auto: the profile stored\n"
-"                          in the image by sqfs-lazy-pack --order, if any)\n"
+"                          the background (default auto: the one learned in\n"
+"                          cache_dir, else the one stored in the image by\n"
+"                          sqfs-lazy-pack --order, else URL.profile)\n"
+"  learn[=on|off]          with cache_dir, note what each mount's start reads\n"
+"                          and prefetch it at the next mount of the same\n"
+"                          URL or file, new versions included (default on)\n"
+"  background=off|auto|FRACTION  fetch the image (or FRACTION of its bytes)\n"
+"                          over spare bandwidth, behind the reads, into\n"
+"                          cache_dir or else half of block_cache (default\n"
+"                          auto: URLs; off for metered links)\n"
 "  entry_timeout=SECONDS   kernel name cache timeout (default %.0f)\n"
 "  attr_timeout=SECONDS    kernel attribute cache timeout (default %.0f)\n"
 "  dev, nodev              honour device files (default nodev)\n"

@@ -77,6 +77,11 @@ struct lsq_mount_options {
 	int prefetch_metadata;  /* -1 not given, 0, 1 */
 	char *record;           /* -o record=PATH, owned; NULL: off */
 	char *prefetch;         /* -o prefetch=, owned; NULL: auto */
+	/* -o background=: the fraction of the image to fetch behind the
+	 * readers, 0 off, -1 auto (all of it, for URLs) */
+	double background;
+	/* -o learn=: with cache_dir, learn what starts read (default on) */
+	bool learn;
 	/* -o verify=: the public keys given (owned), or -1 auto (the keys
 	 * in LSQ_KEYS_DIR, if any), 0 off; -o manifest=PATH (owned) */
 	char *verify_keys[LSQ_MAX_VERIFY_KEYS];

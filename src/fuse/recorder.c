@@ -40,10 +40,15 @@ struct shard {
 };
 
 struct lsq_recorder {
-	int fd;
+	int fd;              /* -1: learning, no file */
 	char *path;
 	uint32_t granule;
 	atomic_uint_least64_t next_seq;
+	/* bounds (learning only; 0: none): files whose first read is
+	 * recorded, nodes named */
+	uint64_t max_files;
+	unsigned max_nodes;
+	atomic_uint nodes;
 	struct shard shards[SHARDS];
 };
 
@@ -131,6 +136,24 @@ int lsq_recorder_create(const char *path, struct lsq_recorder **out)
 	return LSQ_OK;
 }
 
+int lsq_recorder_create_learning(unsigned max_files, unsigned max_nodes,
+				 struct lsq_recorder **out)
+{
+	struct lsq_recorder *rec = calloc(1, sizeof(*rec));
+
+	if (!rec)
+		return LSQ_ERR_NOMEM;
+	rec->fd = -1;
+	rec->granule = 4096;
+	rec->max_files = max_files;
+	rec->max_nodes = max_nodes;
+	atomic_init(&rec->next_seq, 1);
+	for (unsigned i = 0; i < SHARDS; i++)
+		pthread_mutex_init(&rec->shards[i].lock, NULL);
+	*out = rec;
+	return LSQ_OK;
+}
+
 void lsq_recorder_set_granule(struct lsq_recorder *rec, uint32_t granule)
 {
 	if (granule)
@@ -146,13 +169,21 @@ void lsq_recorder_name(struct lsq_recorder *rec, uint64_t parent,
 
 	if (child == ROOT_ID || child == 0)
 		return;
+	/* a learning recorder's bound: a walk of a huge tree costs no more */
+	if (rec->max_nodes &&
+	    atomic_load_explicit(&rec->nodes, memory_order_relaxed) >=
+		    rec->max_nodes)
+		return;
 	pthread_mutex_lock(&s->lock);
 	n = node_get(s, child, h);
 	/* the first name wins: hardlinks need only one */
 	if (n && !n->name) {
 		n->name = strndup(name, name_len);
-		if (n->name)
+		if (n->name) {
 			n->parent = parent;
+			atomic_fetch_add_explicit(&rec->nodes, 1,
+						  memory_order_relaxed);
+		}
 	}
 	pthread_mutex_unlock(&s->lock);
 }
@@ -163,6 +194,10 @@ static void first_read(struct lsq_recorder *rec, struct node *n,
 {
 	uint64_t g = rec->granule, nbits;
 
+	if (rec->max_files &&
+	    atomic_load_explicit(&rec->next_seq, memory_order_relaxed) >
+		    rec->max_files)
+		return;  /* learning: the start is over */
 	while (g && (file_size + g - 1) / g > MAX_BITS)
 		g *= 2;
 	nbits = g ? (file_size + g - 1) / g : 0;
@@ -310,6 +345,36 @@ static struct node **read_nodes(struct lsq_recorder *rec, size_t *n)
 	return v;
 }
 
+int lsq_recorder_profile(struct lsq_recorder *rec, struct lsq_profile *out)
+{
+	static char path[65536];
+	struct node **v;
+	size_t n;
+
+	memset(out, 0, sizeof(*out));
+	v = read_nodes(rec, &n);
+	if (!v)
+		return LSQ_ERR_NOMEM;
+	out->entries = calloc(n ? n : 1, sizeof(*out->entries));
+	if (!out->entries) {
+		free(v);
+		return LSQ_ERR_NOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct lsq_profile_entry *e = &out->entries[out->count];
+
+		if (!path_of(rec, v[i], path, sizeof(path)))
+			continue;
+		e->path = strdup(path);
+		if (!e->path)
+			break;
+		e->nranges = ranges_of(v[i], &e->ranges);
+		out->count++;
+	}
+	free(v);
+	return LSQ_OK;
+}
+
 static int write_profile(struct lsq_recorder *rec, FILE *f, size_t *written)
 {
 	static char path[65536];
@@ -329,7 +394,7 @@ static int write_profile(struct lsq_recorder *rec, FILE *f, size_t *written)
 		if (!path_of(rec, v[i], path, sizeof(path)))
 			continue;
 		nr = ranges_of(v[i], &r);
-		ret = lsq_profile_write_entry(f, path, r, nr);
+		ret = lsq_profile_write_entry(f, path, r, nr, 0);
 		free(r);
 		if (!ret)
 			(*written)++;
@@ -347,7 +412,9 @@ void lsq_recorder_finish(struct lsq_recorder *rec, bool write)
 	if (!rec)
 		return;
 	/* the workers are gone: no lock needed from here on */
-	if (!write) {
+	if (rec->fd < 0) {
+		/* learning: the caller took lsq_recorder_profile() */
+	} else if (!write) {
 		close(rec->fd);
 	} else if (ftruncate(rec->fd, 0) != 0 ||
 		   !(f = fdopen(rec->fd, "w"))) {

@@ -23,6 +23,18 @@ struct lsq_recorder;
  * the mount command. LSQ_ERR_IO (errno set), LSQ_ERR_NOMEM. */
 int lsq_recorder_create(const char *path, struct lsq_recorder **out);
 
+/* A recorder that writes no file (lsq_recorder_profile gives what it
+ * learned) and is bounded: the first reads of max_files files at most,
+ * and the names of max_nodes nodes. For learned profiles. LSQ_ERR_NOMEM. */
+int lsq_recorder_create_learning(unsigned max_files, unsigned max_nodes,
+				 struct lsq_recorder **out);
+
+/* What was read so far, as a profile (files in the order of their first
+ * read, with the ranges read). Call once the workers are gone.
+ * LSQ_ERR_NOMEM. */
+struct lsq_profile;
+int lsq_recorder_profile(struct lsq_recorder *rec, struct lsq_profile *out);
+
 /* The unit reads are rounded to (the image's block size; 4 KiB until
  * set). Call before the first read. */
 void lsq_recorder_set_granule(struct lsq_recorder *rec, uint32_t granule);
@@ -37,8 +49,8 @@ void lsq_recorder_read(struct lsq_recorder *rec, uint64_t ino,
 		       uint64_t file_size, uint64_t off, uint64_t len);
 
 /* Write the profile (replacing the file's contents) unless !write (the
- * mount never served: an earlier profile stays), and free everything;
- * NULL is ignored. Logs one line saying what was written, or why not. */
+ * mount never served: an earlier profile stays) or the recorder has no
+ * file (learning), and free everything; NULL is ignored. Logs one line saying what was written, or why not. */
 void lsq_recorder_finish(struct lsq_recorder *rec, bool write);
 
 #endif

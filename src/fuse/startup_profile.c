@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "common/url.h"
+#include "fuse/learned_profile.h"
 #include "lsq/error.h"
 
 /* A profile lists files, a few dozen bytes each: this is millions. */
@@ -94,28 +95,75 @@ static int fetch_url(const char *url, const struct lsq_mount_options *opt,
 	return ret;
 }
 
+/* The publisher's profile beside an image URL: URL.profile; NULL where
+ * the URL has a query (a signature: the guess would be refused). */
+static char *beside(const char *image)
+{
+	size_t n = strlen(image);
+	char *url;
+
+	if (strpbrk(image, "?#") || strncmp(image, "file:", 5) == 0)
+		return NULL;
+	url = malloc(n + sizeof(".profile"));
+	if (url)
+		memcpy(mempcpy(url, image, n), ".profile", sizeof(".profile"));
+	return url;
+}
+
+/* Auto: learned, stored, then beside the image URL. */
+static void load_auto(struct lsq_startup_profile *p,
+		      const struct lsq_mount_options *opt,
+		      struct lsq_image *img, const char *learned_path)
+{
+	int ret;
+
+	if (learned_path) {
+		ret = lsq_learned_profile_read(learned_path, &p->text,
+					       &p->len);
+		if (ret == LSQ_OK) {
+			p->name = strdup("learned");
+			return;
+		}
+		if (ret != LSQ_ERR_NOT_FOUND)
+			lsq_warn("prefetch: the learned profile %s is unusable (%s); ignoring it",
+				 learned_path,
+				 ret == LSQ_ERR_CORRUPT ? "damaged or truncated"
+							: lsq_strerror(ret));
+		p->text = NULL;
+	}
+	ret = lsq_image_stored_profile(img, &p->text, &p->len);
+	if (ret == LSQ_OK) {
+		p->name = strdup("stored in the image");
+		return;
+	}
+	if (ret != LSQ_ERR_NOT_FOUND)
+		lsq_warn("prefetch: the profile stored in the image is unusable (%s); not prefetching",
+			 lsq_strerror(ret));
+	if (ret == LSQ_ERR_NOT_FOUND && lsq_source_is_url(opt->image)) {
+		p->url = beside(opt->image);
+		p->name = p->url ? lsq_url_redact(p->url) : NULL;
+		p->quiet = true;
+	}
+}
+
 void lsq_startup_profile_load(struct lsq_startup_profile *p,
 			      const struct lsq_mount_options *opt,
-			      struct lsq_image *img)
+			      struct lsq_image *img, const char *learned_path)
 {
 	const char *want = opt->prefetch;
 	int ret;
 
 	memset(p, 0, sizeof(*p));
+	p->opt = opt;
 	if (want && strcmp(want, "off") == 0)
 		return;
 	if (!want || strcmp(want, "auto") == 0) {
-		ret = lsq_image_stored_profile(img, &p->text, &p->len);
-		if (ret == LSQ_OK)
-			p->name = strdup("stored in the image");
-		else if (ret != LSQ_ERR_NOT_FOUND)
-			lsq_warn("prefetch: the profile stored in the image is unusable (%s); not prefetching",
-				 lsq_strerror(ret));
+		load_auto(p, opt, img, learned_path);
 		return;
 	}
 	p->name = lsq_url_redact(want);
 	if (lsq_source_is_url(want)) {
-		p->fetch_url = true;
+		p->url = strdup(want);
 		return;
 	}
 	ret = read_file(want, &p->text, &p->len);
@@ -125,6 +173,24 @@ void lsq_startup_profile_load(struct lsq_startup_profile *p,
 					   : lsq_strerror(ret));
 }
 
+/* lsq_profile_loader_fn: fetch p->url on the prefetch's thread. */
+static int load_url(void *ctx, char **text, size_t *len)
+{
+	struct lsq_startup_profile *p = ctx;
+	char err[512] = "";
+	int ret = fetch_url(p->url, p->opt, text, len, err, sizeof(err));
+
+	if (ret && p->quiet)
+		lsq_debug("prefetch %s: %s; none beside the image",
+			  p->name ? p->name : "URL",
+			  err[0] ? err : lsq_strerror(ret));
+	else if (ret)
+		lsq_warn("prefetch %s: %s; not prefetching",
+			 p->name ? p->name : "URL",
+			 err[0] ? err : lsq_strerror(ret));
+	return ret;
+}
+
 void lsq_startup_profile_start(struct lsq_startup_profile *p,
 			       const struct lsq_mount_options *opt,
 			       struct lsq_image *img)
@@ -132,20 +198,9 @@ void lsq_startup_profile_start(struct lsq_startup_profile *p,
 	struct lsq_prefetch_options po = { 0 };
 	struct lsq_cache_options co;
 	bool remote = lsq_source_is_url(opt->image);
-	char err[512] = "";
 	int ret;
 
-	if (p->fetch_url) {
-		ret = fetch_url(opt->prefetch, opt, &p->text, &p->len, err,
-				sizeof(err));
-		if (ret) {
-			lsq_warn("prefetch %s: %s; not prefetching",
-				 p->name ? p->name : "URL",
-				 err[0] ? err : lsq_strerror(ret));
-			return;
-		}
-	}
-	if (!p->text)
+	if (!p->text && !p->url)
 		return;
 	/* Leave one connection to the readers; keep what is prefetched
 	 * within half the RAM cache, so it does not evict itself. */
@@ -155,7 +210,9 @@ void lsq_startup_profile_start(struct lsq_startup_profile *p,
 	po.budget_bytes = co.block_cache_bytes
 				  ? co.block_cache_bytes / 2
 				  : LSQ_DEFAULT_REMOTE_BLOCK_CACHE / 2;
-	ret = lsq_image_prefetch(img, p->text, p->len, p->name, &po);
+	ret = p->text ? lsq_image_prefetch(img, p->text, p->len, p->name, &po)
+		      : lsq_image_prefetch_from(img, load_url, p, p->name,
+						&po);
 	if (ret)
 		lsq_warn("prefetch %s: %s; not prefetching", p->name,
 			 lsq_strerror(ret));
@@ -165,5 +222,6 @@ void lsq_startup_profile_fini(struct lsq_startup_profile *p)
 {
 	free(p->text);
 	free(p->name);
+	free(p->url);
 	memset(p, 0, sizeof(*p));
 }

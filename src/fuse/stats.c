@@ -77,6 +77,16 @@ static const struct {
 	C(prefetch_blocks),
 	C(prefetch_hits),
 	C(prefetch_hit_bytes),
+	C(background_units),
+	C(background_planned_bytes),
+	C(background_spans),
+	C(background_done),
+	C(background_requests),
+	C(background_bytes),
+	C(background_failures),
+	C(background_blocks),
+	C(background_hits),
+	C(background_hit_bytes),
 #undef C
 };
 

@@ -87,6 +87,8 @@ int lsq_data_block_load(struct lsq_image *img, uint64_t offset,
 	if (!blk)
 		return LSQ_ERR_NOMEM;
 	blk->key = offset;
+	atomic_store_explicit(&img->read_pos, offset + 1,
+			      memory_order_relaxed);
 	ret = data_block_decode(img, offset, size_word, blk->data, out_cap,
 				&blk->size);
 	if (ret) {

@@ -333,7 +333,9 @@ void lsq_image_close(struct lsq_image *img)
 {
 	if (!img)
 		return;
-	lsq_prefetch_destroy(img->prefetch);  /* its threads read the image */
+	/* their threads read the image */
+	lsq_background_destroy(img->background);
+	lsq_prefetch_destroy(img->prefetch);
 	lsq_block_cache_destroy(img->meta_cache);
 	lsq_block_cache_destroy(img->frag_cache);
 	lsq_block_cache_destroy(img->data_cache);
@@ -439,8 +441,15 @@ void lsq_image_get_stats(const struct lsq_image *img,
 		out->prefetch_blocks = ls.prefetch_blocks;
 		out->prefetch_hits = ls.prefetch_hits;
 		out->prefetch_hit_bytes = ls.prefetch_hit_bytes;
+		out->background_requests = ls.background_requests;
+		out->background_bytes = ls.background_bytes;
+		out->background_failures = ls.background_failures;
+		out->background_blocks = ls.background_blocks;
+		out->background_hits = ls.background_hits;
+		out->background_hit_bytes = ls.background_hit_bytes;
 	}
 	lsq_prefetch_add_stats(img->prefetch, out);
+	lsq_background_add_stats(img->background, out);
 	if (img->verifier) {
 		struct lsq_verify_stats vs;
 

@@ -65,6 +65,10 @@ struct lsq_image {
 	 * stored startup profile follows it (format/profile_record.h) */
 	uint32_t comp_opts_block;
 	struct lsq_prefetch *prefetch; /* NULL until lsq_image_prefetch */
+	struct lsq_background *background; /* NULL until lsq_image_background */
+	/* 1 + the offset of the last data or fragment block a reader
+	 * loaded (0: none yet): where background fetch looks first */
+	atomic_uint_fast64_t read_pos;
 	struct lsq_verifier *verifier; /* NULL: no manifest to check */
 
 	/* Until open succeeds, corruption is not logged: open reports it in
@@ -165,5 +169,12 @@ int lsq_file_extents(struct lsq_image *img, const struct lsq_inode *file,
 void lsq_prefetch_destroy(struct lsq_prefetch *pf);
 void lsq_prefetch_add_stats(const struct lsq_prefetch *pf,
 			    struct lsq_image_stats *out);
+/* Whether a prefetch is planning or has spans left (false for NULL). */
+bool lsq_prefetch_busy(const struct lsq_prefetch *pf);
+
+/* background.c: stop and free the background fetch (NULL is ignored) */
+void lsq_background_destroy(struct lsq_background *bg);
+void lsq_background_add_stats(const struct lsq_background *bg,
+			      struct lsq_image_stats *out);
 
 #endif

@@ -67,11 +67,14 @@ struct lsq_prefetch {
 	struct lsq_image *img;
 	char *text;
 	size_t len;
+	lsq_profile_loader_fn load;  /* NULL: text given */
+	void *load_ctx;
 	char *name;
 	unsigned workers;
 	uint64_t budget;
 	pthread_t threads[MAX_WORKERS];
-	unsigned nthreads;
+	unsigned nthreads;       /* written by the planner once started */
+	bool planner_started;    /* threads[0] runs; set before it starts */
 	atomic_bool stop;
 
 	/* the plan; written by the first thread before it starts the
@@ -90,6 +93,7 @@ struct lsq_prefetch {
 
 	atomic_uint_least64_t files, missing, planned_bytes, nspans_planned,
 		spans_done;
+	atomic_bool plan_done;  /* the plan is complete */
 };
 
 /* ---- planning ---- */
@@ -343,7 +347,13 @@ static void *planner(void *arg)
 	struct lsq_prefetch *pf = arg;
 
 	pthread_setname_np(pthread_self(), "sqfs-profile");
-	plan(pf);
+	if (pf->load && pf->load(pf->load_ctx, &pf->text, &pf->len) != LSQ_OK) {
+		pf->text = NULL;
+		pf->len = 0;
+	}
+	if (pf->len)
+		plan(pf);
+	atomic_store(&pf->plan_done, true);
 	/* the plan is complete before any other thread reads it */
 	for (unsigned i = 1; i < pf->workers && !atomic_load(&pf->stop); i++) {
 		if (pthread_create(&pf->threads[pf->nthreads], NULL, worker,
@@ -355,35 +365,42 @@ static void *planner(void *arg)
 	return NULL;
 }
 
-int lsq_image_prefetch(struct lsq_image *img, const char *text, size_t len,
-		       const char *name,
-		       const struct lsq_prefetch_options *opt)
+static int start(struct lsq_image *img, const char *text, size_t len,
+		 lsq_profile_loader_fn load, void *load_ctx, const char *name,
+		 const struct lsq_prefetch_options *opt)
 {
 	struct lsq_prefetch *pf;
 
 	if (img->prefetch)
 		return LSQ_ERR_INVALID;
-	if (len == 0)
+	if (len == 0 && !load)
 		return LSQ_OK;
 	pf = calloc(1, sizeof(*pf));
 	if (!pf)
 		return LSQ_ERR_NOMEM;
 	pf->img = img;
-	pf->text = malloc(len);
 	pf->name = strdup(name ? name : "profile");
-	if (!pf->text || !pf->name) {
+	pf->load = load;
+	pf->load_ctx = load_ctx;
+	if (!load) {
+		pf->text = malloc(len);
+		if (pf->text)
+			memcpy(pf->text, text, len);
+		pf->len = len;
+	}
+	if ((!load && !pf->text) || !pf->name) {
 		lsq_prefetch_destroy(pf);
 		return LSQ_ERR_NOMEM;
 	}
-	memcpy(pf->text, text, len);
-	pf->len = len;
 	pf->workers = opt->workers < 1 ? 1 :
 		      opt->workers > MAX_WORKERS ? MAX_WORKERS : opt->workers;
 	pf->budget = opt->budget_bytes;
 	/* threads[0] is the planner, which starts (and counts) the others */
 	pf->nthreads = 1;
+	pf->planner_started = true;
 	if (pthread_create(&pf->threads[0], NULL, planner, pf) != 0) {
 		pf->nthreads = 0;
+		pf->planner_started = false;
 		lsq_prefetch_destroy(pf);
 		return LSQ_ERR_NOMEM;
 	}
@@ -391,13 +408,28 @@ int lsq_image_prefetch(struct lsq_image *img, const char *text, size_t len,
 	return LSQ_OK;
 }
 
+int lsq_image_prefetch(struct lsq_image *img, const char *text, size_t len,
+		       const char *name,
+		       const struct lsq_prefetch_options *opt)
+{
+	return start(img, text, len, NULL, NULL, name, opt);
+}
+
+int lsq_image_prefetch_from(struct lsq_image *img, lsq_profile_loader_fn load,
+			    void *ctx, const char *name,
+			    const struct lsq_prefetch_options *opt)
+{
+	return start(img, NULL, 0, load, ctx, name, opt);
+}
+
 void lsq_prefetch_destroy(struct lsq_prefetch *pf)
 {
 	if (!pf)
 		return;
 	atomic_store(&pf->stop, true);
-	/* the planner joins first: only it adds threads */
-	if (pf->nthreads)
+	/* the planner joins first: only it adds threads (nthreads is
+	 * read after that join) */
+	if (pf->planner_started)
 		pthread_join(pf->threads[0], NULL);
 	for (unsigned i = 1; i < pf->nthreads; i++)
 		pthread_join(pf->threads[i], NULL);
@@ -407,6 +439,14 @@ void lsq_prefetch_destroy(struct lsq_prefetch *pf)
 	free(pf->text);
 	free(pf->name);
 	free(pf);
+}
+
+bool lsq_prefetch_busy(const struct lsq_prefetch *pf)
+{
+	return pf && !atomic_load(&pf->stop) &&
+	       (!atomic_load(&pf->plan_done) ||
+		atomic_load(&pf->spans_done) <
+			atomic_load(&pf->nspans_planned));
 }
 
 void lsq_prefetch_add_stats(const struct lsq_prefetch *pf,

@@ -150,7 +150,7 @@ int pk_order_prepare(struct pk_ctx *ctx, const char *path,
 		}
 		ord->nodes[ord->count++] = n;
 		ret = lsq_profile_write_entry(out, e->path, e->ranges,
-					      e->nranges);
+					      e->nranges, 0);
 	}
 	if (fclose(out) && !ret)
 		ret = LSQ_ERR_IO;

@@ -91,7 +91,7 @@ static bool make_room_of(struct http_source *hs, uint64_t need,
 {
 	struct chunk *c = hs->chunks, *tail = NULL;
 	uint64_t *used = window ? &hs->win_bytes : &hs->ra_bytes;
-	uint64_t limit = window ? hs->win_limit : hs->ra_limit;
+	uint64_t limit = window ? hs->win_limit : lsq_http_ra_limit(hs);
 
 	if (need > limit)
 		return false;

@@ -28,6 +28,10 @@
 /* Limits and policy constants, documented in docs/http-source.md. */
 #define LSQ_HTTP_RA_FACTOR 8u          /* readahead cache = 8 x readahead */
 #define LSQ_HTTP_RA_MIN_CACHE (4u * 1024u * 1024u)
+/* Over a long round trip the readahead memory grows to 4 bandwidth-delay
+ * products, at most this, and a request of it to at most the other. */
+#define LSQ_HTTP_RA_LONG_MAX (32u * 1024u * 1024u)
+#define LSQ_HTTP_RA_LONG_WINDOW (4u * 1024u * 1024u)
 #define LSQ_HTTP_RA_START (128u * 1024u)  /* first readahead window */
 #define LSQ_HTTP_STREAMS 8             /* sequential streams tracked */
 #define LSQ_HTTP_RA_SLACK (512u * 1024u) /* reordering a stream tolerates */
@@ -57,6 +61,7 @@ struct mirror {
 
 struct handle {
 	CURL *curl;
+	unsigned pool;  /* index in http_source.pools */
 	char errbuf[CURL_ERROR_SIZE];
 };
 
@@ -107,11 +112,16 @@ struct http_source {
 	CURLSH *share;
 	pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
 
-	/* handle pool */
+	/* Handle pools, each of at most max_connections: [0] for reads
+	 * someone waits for, [1] for speculative ones (readahead,
+	 * prefetch, background fetch), so a speculative transfer never
+	 * holds the connection a reader waits for. */
 	pthread_mutex_t pool_mu;
 	pthread_cond_t pool_cv;
-	struct handle **free_handles;
-	unsigned nfree, created;
+	struct handle_pool {
+		struct handle **free_handles;
+		unsigned nfree, created;
+	} pools[2];
 
 	/* memory: chunks, streams, pin */
 	pthread_mutex_t mu;
@@ -167,6 +177,7 @@ struct http_source {
 	atomic_uint_least64_t seed;
 	atomic_uint_least64_t requests, bytes_fetched, retries, failures,
 		cache_hits, readahead_bytes, in_flight;
+	atomic_uint_least64_t in_flight_waited;  /* of those, not speculative */
 };
 
 /* One transfer: what was asked, the current response's headers, and the
@@ -175,6 +186,7 @@ struct xfer {
 	struct http_source *hs;
 	const struct mirror *m;
 	bool probe;          /* at open: learn total and validators */
+	bool speculative;    /* nobody waits for it: the speculative pool */
 	uint64_t off;        /* absolute offset in the remote object */
 	size_t want;
 	uint8_t *buf;
@@ -232,6 +244,12 @@ bool lsq_http_url_renew(struct xfer *x);
 CURLcode lsq_http_engine_perform(struct http_source *hs, struct handle *h);
 void lsq_http_engine_start(struct http_source *hs);
 void lsq_http_engine_stop(struct http_source *hs);
+
+/* ---- http_readahead.c ---- */
+
+/* Bytes readahead chunks may hold: ra_limit, more over a long round trip
+ * (LSQ_HTTP_RA_LONG_MAX at most). */
+uint64_t lsq_http_ra_limit(struct http_source *hs);
 
 /* ---- http_chunks.c: head, readahead and window memory ---- */
 

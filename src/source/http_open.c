@@ -600,11 +600,14 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 	hs->base.reads_ahead = hs->opt.readahead > 0;
 	/* shown in messages; an S3 image as the user named it */
 	hs->base.name = s3 ? strdup(spec) : lsq_url_redact(url);
-	hs->free_handles = calloc(hs->opt.max_connections,
-				  sizeof(*hs->free_handles));
+	for (unsigned i = 0; i < 2; i++)
+		hs->pools[i].free_handles = calloc(
+			hs->opt.max_connections,
+			sizeof(*hs->pools[i].free_handles));
 	hs->mirrors = calloc(1 + opt->nmirrors, sizeof(*hs->mirrors));
 	hs->prefetchers = calloc(hs->prefetch_max, sizeof(*hs->prefetchers));
-	if (!hs->base.name || !hs->free_handles || !hs->mirrors ||
+	if (!hs->base.name || !hs->pools[0].free_handles ||
+	    !hs->pools[1].free_handles || !hs->mirrors ||
 	    !hs->prefetchers)
 		goto fail;
 	hs->nmirrors = 1 + opt->nmirrors;

@@ -39,6 +39,23 @@ static uint64_t within_limit(const struct stream *s, uint64_t start,
 	return n < s->limit - start ? n : s->limit - start;
 }
 
+static uint64_t window_max(struct http_source *hs);
+
+/* A stream's first window and reach: small (a few reads may be all), but
+ * over a long round trip each doubling costs a round trip, so it starts
+ * at half a bandwidth-delay product. */
+static void stream_start_window(struct http_source *hs, struct stream *s)
+{
+	uint64_t bdp = lsq_latency_window_bdp(&hs->win) / 2;
+
+	s->window = hs->opt.readahead < LSQ_HTTP_RA_START
+			    ? hs->opt.readahead : LSQ_HTTP_RA_START;
+	if (hs->opt.readahead && bdp > s->window)
+		s->window = bdp < window_max(hs) ? bdp : window_max(hs);
+	s->ahead = hs->opt.readahead > s->window ? hs->opt.readahead
+						 : s->window;
+}
+
 /* Sequential detection (hs->mu held): the stream this read belongs to, or
  * NULL when it starts a new one (which replaces the least recently used).
  * A read within LSQ_HTTP_RA_SLACK of a stream's end belongs to it: the
@@ -79,9 +96,7 @@ static struct stream *stream_advance(struct http_source *hs, uint64_t off,
 	oldest->end = off + len;
 	oldest->fetched_to = off + len;
 	oldest->stamp = hs->clock;
-	oldest->window = hs->opt.readahead < LSQ_HTTP_RA_START
-				 ? hs->opt.readahead : LSQ_HTTP_RA_START;
-	oldest->ahead = hs->opt.readahead;
+	stream_start_window(hs, oldest);
 	oldest->confirmed = false;
 	oldest->run = 0;
 	oldest->need_run = hs->need_run;
@@ -121,17 +136,38 @@ static bool worth_reading_ahead(struct http_source *hs, struct stream *s)
 	s->confirmed = false;
 	s->run = 0;
 	s->need_run = hs->need_run;
-	s->window = hs->opt.readahead < LSQ_HTTP_RA_START
-			    ? hs->opt.readahead : LSQ_HTTP_RA_START;
-	s->ahead = hs->opt.readahead;
+	stream_start_window(hs, s);
 	return false;
+}
+
+uint64_t lsq_http_ra_limit(struct http_source *hs)
+{
+	uint64_t want = 4 * lsq_latency_window_bdp(&hs->win);
+
+	if (want > LSQ_HTTP_RA_LONG_MAX)
+		want = LSQ_HTTP_RA_LONG_MAX;
+	return want > hs->ra_limit ? want : hs->ra_limit;
+}
+
+/* A request of readahead: over a long round trip, enough that the
+ * workers together keep a bandwidth-delay product in flight. */
+static uint64_t window_max(struct http_source *hs)
+{
+	uint64_t w = lsq_http_ra_limit(hs) / 2 /
+		     (hs->prefetch_max ? hs->prefetch_max : 1);
+
+	if (!hs->opt.readahead)
+		return 0;
+	if (w > LSQ_HTTP_RA_LONG_WINDOW)
+		w = LSQ_HTTP_RA_LONG_WINDOW;
+	return w > hs->opt.readahead ? w : hs->opt.readahead;
 }
 
 static void grow_window(struct http_source *hs, struct stream *s)
 {
 	s->window *= 2;
-	if (s->window > hs->opt.readahead)
-		s->window = hs->opt.readahead;
+	if (s->window > window_max(hs))
+		s->window = window_max(hs);
 }
 
 /* The reader caught up with the loads (waited for one, or missed): keep
@@ -139,8 +175,8 @@ static void grow_window(struct http_source *hs, struct stream *s)
 static void reach_further(struct http_source *hs, struct stream *s)
 {
 	s->ahead *= 2;
-	if (s->ahead > hs->ra_limit / 2)
-		s->ahead = hs->ra_limit / 2;
+	if (s->ahead > lsq_http_ra_limit(hs) / 2)
+		s->ahead = lsq_http_ra_limit(hs) / 2;
 }
 
 static void *prefetch_worker(void *arg);

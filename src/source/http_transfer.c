@@ -115,25 +115,30 @@ static struct handle *new_handle(struct http_source *hs)
 	return h;
 }
 
-static struct handle *acquire_handle(struct http_source *hs)
+/* A handle of the pool for speculative or waited-for transfers; a handle
+ * remembers its pool (h->pool) for release_handle(). */
+static struct handle *acquire_handle(struct http_source *hs, bool speculative)
 {
+	struct handle_pool *pool = &hs->pools[speculative ? 1 : 0];
 	struct handle *h = NULL;
 
 	pthread_mutex_lock(&hs->pool_mu);
-	while (hs->nfree == 0 && hs->created >= hs->opt.max_connections)
+	while (pool->nfree == 0 && pool->created >= hs->opt.max_connections)
 		pthread_cond_wait(&hs->pool_cv, &hs->pool_mu);
-	if (hs->nfree > 0) {
-		h = hs->free_handles[--hs->nfree];
+	if (pool->nfree > 0) {
+		h = pool->free_handles[--pool->nfree];
 		pthread_mutex_unlock(&hs->pool_mu);
 		return h;
 	}
-	hs->created++;
+	pool->created++;
 	pthread_mutex_unlock(&hs->pool_mu);
 	h = new_handle(hs);
-	if (!h) {
+	if (h) {
+		h->pool = speculative ? 1 : 0;
+	} else {
 		pthread_mutex_lock(&hs->pool_mu);
-		hs->created--;
-		pthread_cond_signal(&hs->pool_cv);
+		pool->created--;
+		pthread_cond_broadcast(&hs->pool_cv);
 		pthread_mutex_unlock(&hs->pool_mu);
 	}
 	return h;
@@ -141,9 +146,12 @@ static struct handle *acquire_handle(struct http_source *hs)
 
 static void release_handle(struct http_source *hs, struct handle *h)
 {
+	struct handle_pool *pool = &hs->pools[h->pool];
+
 	pthread_mutex_lock(&hs->pool_mu);
-	hs->free_handles[hs->nfree++] = h;
-	pthread_cond_signal(&hs->pool_cv);
+	pool->free_handles[pool->nfree++] = h;
+	/* waiters of both pools share the condition variable */
+	pthread_cond_broadcast(&hs->pool_cv);
 	pthread_mutex_unlock(&hs->pool_mu);
 }
 
@@ -433,7 +441,7 @@ void lsq_http_transfer(struct xfer *x, const struct curl_slist *headers)
 	url = request_url(x, &url_copy);
 	if (!url)
 		return;
-	h = acquire_handle(hs);
+	h = acquire_handle(hs, x->speculative);
 	if (!h) {
 		lsq_url_command_free(url_copy);
 		lsq_http_set_verdict(x, V_RETRY, "out of memory for a "
@@ -463,9 +471,15 @@ void lsq_http_transfer(struct xfer *x, const struct curl_slist *headers)
 	x->why[0] = '\0';
 	atomic_fetch_add_explicit(&hs->requests, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&hs->in_flight, 1, memory_order_relaxed);
+	if (!x->speculative)
+		atomic_fetch_add_explicit(&hs->in_flight_waited, 1,
+					  memory_order_relaxed);
 	rc = atomic_load(&hs->engine_on) ? lsq_http_engine_perform(hs, h)
 					 : curl_easy_perform(h->curl);
 	atomic_fetch_sub_explicit(&hs->in_flight, 1, memory_order_relaxed);
+	if (!x->speculative)
+		atomic_fetch_sub_explicit(&hs->in_flight_waited, 1,
+					  memory_order_relaxed);
 	if (x->probe)  /* only the probe's answer decides on the engine */
 		x->multiplexed = answered_multiplexed(h->curl);
 	if (rc == CURLE_OK && x->verdict == V_OK && x->got == x->want)
@@ -584,6 +598,7 @@ int lsq_http_fetch(struct http_source *hs, uint8_t *buf, size_t len,
 		x.off = off + hs->base_offset;
 		x.want = len;
 		x.buf = buf;
+		x.speculative = speculative;
 		lsq_http_transfer(&x, m->headers);
 		if (x.verdict == V_OK) {
 			/* which copy of the image, for a verifier's message */

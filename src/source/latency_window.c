@@ -84,12 +84,11 @@ void lsq_latency_window_sample(struct lsq_latency_window *w, uint64_t rtt_ns,
 	}
 }
 
-uint64_t lsq_latency_window_size(struct lsq_latency_window *w)
+uint64_t lsq_latency_window_bdp(struct lsq_latency_window *w)
 {
 	uint64_t rtt = atomic_load_explicit(&w->rtt_ns, R);
 	uint64_t bps = atomic_load_explicit(&w->bps, R);
 	uint64_t epoch_bps = atomic_load_explicit(&w->epoch_bps, R);
-	uint64_t bdp, size;
 
 	if (rtt < MIN_RTT_NS ||
 	    atomic_load_explicit(&w->samples, R) < MIN_SAMPLES)
@@ -99,7 +98,15 @@ uint64_t lsq_latency_window_size(struct lsq_latency_window *w)
 	if (!bps)
 		bps = DEFAULT_BPS;
 	/* bytes in flight over one round trip; 2^64 ns is 584 years */
-	bdp = rtt / 1000u * (bps / 1000000u);
+	return rtt / 1000u * (bps / 1000000u);
+}
+
+uint64_t lsq_latency_window_size(struct lsq_latency_window *w)
+{
+	uint64_t bdp = lsq_latency_window_bdp(w), size;
+
+	if (bdp == 0)
+		return 0;
 	size = floor_pow2(bdp);
 	if (size > w->max)
 		size = w->max;

@@ -43,6 +43,10 @@ void lsq_latency_window_init(struct lsq_latency_window *w, uint64_t max_bytes);
 void lsq_latency_window_sample(struct lsq_latency_window *w, uint64_t rtt_ns,
 			       uint64_t bytes, uint64_t body_ns);
 
+/* The bandwidth-delay product measured (bytes), or 0 on a short round
+ * trip or before three transfers were timed. */
+uint64_t lsq_latency_window_bdp(struct lsq_latency_window *w);
+
 /* The window for a random miss now (a power of two), or 0: fetch only
  * what is asked. */
 uint64_t lsq_latency_window_size(struct lsq_latency_window *w);

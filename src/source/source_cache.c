@@ -40,6 +40,7 @@
  * the block is published and never after. */
 #define PREFETCHED 1u
 #define CHECKED 2u
+#define BACKGROUND 4u  /* stored by lsq_source_cache_fetch_behind */
 
 enum pin_state { PIN_NONE, PIN_WANTED, PIN_LOADING, PIN_READY };
 
@@ -66,6 +67,8 @@ struct cache_source {
 
 	atomic_uint_least64_t pf_requests, pf_bytes, pf_failures, pf_blocks,
 		pf_hits, pf_hit_bytes;
+	atomic_uint_least64_t bg_requests, bg_bytes, bg_failures, bg_blocks,
+		bg_hits, bg_hit_bytes;
 };
 
 static const struct lsq_source_ops cache_ops;
@@ -246,7 +249,12 @@ static int cache_read_at(struct lsq_source *src, void *buf, size_t len,
 	ret = lsq_block_cache_get_with(cs->ram, offset, ram_loader, &rl, &blk);
 	if (ret)
 		return ret;
-	if (blk->aux & PREFETCHED) {
+	if (blk->aux & BACKGROUND) {
+		atomic_fetch_add_explicit(&cs->bg_hits, 1,
+					  memory_order_relaxed);
+		atomic_fetch_add_explicit(&cs->bg_hit_bytes, len,
+					  memory_order_relaxed);
+	} else if (blk->aux & PREFETCHED) {
 		atomic_fetch_add_explicit(&cs->pf_hits, 1,
 					  memory_order_relaxed);
 		atomic_fetch_add_explicit(&cs->pf_hit_bytes, len,
@@ -425,6 +433,105 @@ out:
 	return ret;
 }
 
+/* Whether a copy of the extent is kept or coming: RAM (or a load in
+ * flight), the pin, the persistent cache or the shared store. */
+static bool extent_held(struct cache_source *cs, const struct lsq_extent *e)
+{
+	const uint8_t *d;
+
+	if (cs->pin_len && in_pin(cs, e->len, e->offset))
+		return true;
+	if (lsq_block_cache_has(cs->ram, e->offset))
+		return true;
+	d = unit_digest(cs, e->len, e->offset);
+	if (d)
+		return lsq_cas_holds(cs->cas, d);
+	return cs->disk && lsq_disk_cache_has(cs->disk, e->len, e->offset);
+}
+
+int lsq_source_cache_fetch_behind(struct lsq_source *src,
+				  const struct lsq_extent *ext, size_t n,
+				  uint64_t *fetched)
+{
+	struct cache_source *cs = (struct cache_source *)src;
+	bool *want, to_disk;
+	uint64_t lo = UINT64_MAX, hi = 0;
+	uint8_t *buf = NULL;
+	int ret;
+
+	*fetched = 0;
+	if (n == 0 || src->ops != &cache_ops)
+		return LSQ_OK;
+	to_disk = cs->disk || cs->cas;
+	if (!to_disk && !cs->ram)
+		return LSQ_OK;  /* nowhere to keep it */
+	want = calloc(n, sizeof(*want));
+	if (!want)
+		return LSQ_ERR_NOMEM;
+	for (size_t i = 0; i < n; i++) {
+		if (ext[i].len == 0 || ext[i].len > CACHE_MAX_RANGE ||
+		    lsq_range_outside(ext[i].offset, ext[i].len,
+				      src->size) ||
+		    extent_held(cs, &ext[i]))
+			continue;
+		want[i] = true;
+		if (ext[i].offset < lo)
+			lo = ext[i].offset;
+		if (ext[i].offset + ext[i].len > hi)
+			hi = ext[i].offset + ext[i].len;
+	}
+	ret = LSQ_OK;
+	if (hi <= lo)
+		goto out;
+	buf = hi - lo <= 16 * CACHE_MAX_RANGE ?
+		lsq_bufpool_alloc((size_t)(hi - lo)) : NULL;
+	if (!buf) {
+		ret = LSQ_ERR_NOMEM;
+		goto out;
+	}
+	lsq_source_hint_speculative(true);
+	ret = lsq_source_read_at(cs->inner, buf, (size_t)(hi - lo), lo);
+	lsq_source_hint_speculative(false);
+	atomic_fetch_add_explicit(&cs->bg_requests, 1, memory_order_relaxed);
+	if (ret) {
+		atomic_fetch_add_explicit(&cs->bg_failures, 1,
+					  memory_order_relaxed);
+		goto out;
+	}
+	*fetched = hi - lo;
+	atomic_fetch_add_explicit(&cs->bg_bytes, hi - lo,
+				  memory_order_relaxed);
+	for (size_t i = 0; i < n; i++) {
+		const uint8_t *data = buf + (ext[i].offset - lo);
+		const uint8_t *d;
+		struct lsq_block_reservation *res = NULL;
+		struct lsq_block *blk;
+		bool good;
+
+		if (!want[i])
+			continue;
+		d = unit_digest(cs, ext[i].len, ext[i].offset);
+		good = keep_fetched(cs, d, data, ext[i].len, ext[i].offset,
+				    false);
+		atomic_fetch_add_explicit(&cs->bg_blocks, 1,
+					  memory_order_relaxed);
+		/* with a persistent cache, RAM stays for what readers
+		 * fetch; without, keep it there unless a reader got it
+		 * meanwhile (reserve says NULL) */
+		if (to_disk || lsq_block_cache_reserve(cs->ram, ext[i].offset,
+						       &res) || !res)
+			continue;
+		blk = prefetched_block(data, ext[i].len, good);
+		if (blk)
+			blk->aux |= BACKGROUND;
+		lsq_block_cache_fulfil(cs->ram, res, blk);
+	}
+out:
+	lsq_bufpool_free(buf);
+	free(want);
+	return ret;
+}
+
 /* The image advises its metadata region once, right after the superblock.
  * Pinning is lazy (advise must not block); the image's next reads are in
  * that region, so it is in memory before the mount answers. */
@@ -578,6 +685,12 @@ int lsq_source_cache_get_stats(const struct lsq_source *src,
 	out->prefetch_blocks = atomic_load(&cs->pf_blocks);
 	out->prefetch_hits = atomic_load(&cs->pf_hits);
 	out->prefetch_hit_bytes = atomic_load(&cs->pf_hit_bytes);
+	out->background_requests = atomic_load(&cs->bg_requests);
+	out->background_bytes = atomic_load(&cs->bg_bytes);
+	out->background_failures = atomic_load(&cs->bg_failures);
+	out->background_blocks = atomic_load(&cs->bg_blocks);
+	out->background_hits = atomic_load(&cs->bg_hits);
+	out->background_hit_bytes = atomic_load(&cs->bg_hit_bytes);
 	return LSQ_OK;
 }
 

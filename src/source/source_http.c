@@ -218,11 +218,15 @@ void lsq_http_destroy(struct lsq_source *src)
 		lsq_http_chunk_unlink(hs, c);
 		lsq_http_chunk_free(c);
 	}
-	for (unsigned i = 0; i < hs->nfree; i++) {
-		curl_easy_cleanup(hs->free_handles[i]->curl);
-		free(hs->free_handles[i]);
+	for (unsigned p = 0; p < 2; p++) {
+		struct handle_pool *pool = &hs->pools[p];
+
+		for (unsigned i = 0; i < pool->nfree; i++) {
+			curl_easy_cleanup(pool->free_handles[i]->curl);
+			free(pool->free_handles[i]);
+		}
+		free(pool->free_handles);
 	}
-	free(hs->free_handles);
 	if (hs->share)
 		curl_share_cleanup(hs->share);
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
@@ -305,7 +309,9 @@ int lsq_source_http_get_stats(const struct lsq_source *src,
 	out->cache_hits = atomic_load(&hs->cache_hits);
 	out->readahead_bytes = atomic_load(&hs->readahead_bytes);
 	out->in_flight = atomic_load(&hs->in_flight);
+	out->in_flight_waited = atomic_load(&hs->in_flight_waited);
 	out->rtt_us = atomic_load(&hs->win.rtt_ns) / 1000u;
+	out->rtt_samples = atomic_load(&hs->win.samples);
 	out->windows = atomic_load(&hs->win.windows);
 	out->window_hits = atomic_load(&hs->win.hits);
 	/* stats only read the lock's state; the source is not changed */

@@ -231,7 +231,8 @@ def end_mount(m):
 
 @pytest.mark.parametrize("transport", ["dev_fuse", "io_uring"],
                          indirect=True)
-@pytest.mark.parametrize("via", ["file", "http", "http-prefetch"])
+@pytest.mark.parametrize("via", ["file", "http", "http-prefetch",
+                                 "http-background"])
 def test_parallel_overlapping_reads(image, request, tmp_path, monkeypatch,
                                     via, transport):
     transport, rings = transport
@@ -253,6 +254,12 @@ def test_parallel_overlapping_reads(image, request, tmp_path, monkeypatch,
         opts.append("prefetch=%s" % prof)
         # and the recorder (src/fuse/recorder.c) takes every read
         opts.append("record=%s" % (tmp_path / "recorded.txt"))
+    if via == "http-background":
+        # background fetch (src/image/background.c) races the readers:
+        # its spans skip what they hold, readers never wait for a span,
+        # and the units it keeps go to cache_dir (whose learned profile
+        # the mount also writes)
+        opts += ["background=1", "cache_dir=%s" % (tmp_path / "cache")]
     mnt = str(tmp_path / "mnt")
     m = util.FuseMount(src, mnt, str(tmp_path / "daemon.log"), opts=opts)
     t0 = time.monotonic()
@@ -279,6 +286,8 @@ def test_parallel_overlapping_reads(image, request, tmp_path, monkeypatch,
         if via == "http-prefetch":
             assert st["prefetch_files"] == len(image["files"]), st
             assert st["prefetch_requests"] > 0, st
+        if via == "http-background":
+            assert st["background_requests"] > 0, st
         # a second round with a cold kernel page cache: drop it for us
         for name in list(image["files"])[:8]:
             fd = os.open(os.path.join(mnt, name), os.O_RDONLY)

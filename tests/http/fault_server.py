@@ -27,7 +27,9 @@ that match it:
 `count` limits how many requests get the fault (None: all). Requests whose
 range starts below `min_offset` are left alone, so a mount can be set up
 before a fault is armed, and so are those starting at or past
-`max_offset` (when given: the metadata at the end of an image). Every
+`max_offset` (when given: the metadata at the end of an image), and,
+with `min_length`, those asking for fewer bytes than that (a background
+fetch's large ranges slowed or failed, a reader's small ones not). Every
 request is recorded in `server.log`.
 
 "hold" sends the headers and holds the body until `server.release()` (or
@@ -60,11 +62,12 @@ import time
 
 class Fault:
     def __init__(self, kind, count=None, min_offset=1, max_offset=None,
-                 **kw):
+                 min_length=None, **kw):
         self.kind = kind
         self.count = count
         self.min_offset = min_offset
         self.max_offset = max_offset
+        self.min_length = min_length
         self.kw = kw
         self.hits = 0
 
@@ -96,13 +99,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 path = "/" + path.split("://", 1)[1].partition("/")[2]
             return srv.objects.get(path.split("?")[0])
 
-    def _take_fault(self, start):
+    def _take_fault(self, start, length=None):
         srv = self.server.owner
         with srv.lock:
             f = srv.fault
             if f is None or start < f.min_offset:
                 return None
             if f.max_offset is not None and start >= f.max_offset:
+                return None
+            if f.min_length is not None and (length is None or
+                                             length < f.min_length):
                 return None
             if f.count is not None and f.hits >= f.count:
                 return None
@@ -230,7 +236,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             partial = False
             start, end = 0, size - 1
 
-        fault = self._take_fault(start) if self.command == "GET" else None
+        fault = self._take_fault(start, end - start + 1) \
+            if self.command == "GET" else None
         kind = fault.kind if fault else None
         if kind == "latency":  # a round trip: nothing arrives before it
             time.sleep(fault.kw.get("seconds", 0.02))

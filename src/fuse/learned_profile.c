@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: MIT */
+/* learned_profile.c - profiles learned in cache_dir (see learned_profile.h). */
+#include "fuse/learned_profile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <openssl/sha.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/profile.h"
+#include "common/url.h"
+#include "format/profile_record.h"
+#include "fuse/recorder.h"
+#include "lsq/error.h"
+#include "lsq/source.h"
+
+/* A file not read by more than this many starts in a row leaves the
+ * profile (missed=N counts them). */
+#define LEARN_MAX_MISSED 3u
+
+char *lsq_learned_profile_path(const struct lsq_mount_options *opt)
+{
+	const char *dir = opt->cache_opts.dir;
+	unsigned char md[SHA256_DIGEST_LENGTH];
+	char *where, *path;
+	size_t n;
+
+	if (!dir || !opt->learn)
+		return NULL;
+	/* a URL's query is its signature (a presigned URL changes it) */
+	where = lsq_source_is_url(opt->image) ? lsq_url_redact(opt->image)
+					      : realpath(opt->image, NULL);
+	if (!where)
+		return NULL;
+	SHA256((const unsigned char *)where, strlen(where), md);
+	free(where);
+	n = strlen(dir) + sizeof("/profiles/") + 2 * sizeof(md) +
+	    sizeof(".prof");
+	path = malloc(n);
+	if (!path)
+		return NULL;
+	n = (size_t)snprintf(path, n, "%s/profiles/", dir);
+	for (size_t i = 0; i < sizeof(md); i++, n += 2)
+		sprintf(path + n, "%02x", md[i]);
+	strcpy(path + n, ".prof");
+	return path;
+}
+
+int lsq_learned_profile_read(const char *path, char **text, size_t *len)
+{
+	uint8_t h[LSQ_PROFILE_RECORD_HEADER];
+	uint32_t n, crc;
+	struct stat st;
+	char *buf;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int ret = LSQ_OK;
+
+	if (fd < 0)
+		return errno == ENOENT ? LSQ_ERR_NOT_FOUND : LSQ_ERR_IO;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    read(fd, h, sizeof(h)) != (ssize_t)sizeof(h) ||
+	    lsq_profile_record_decode(h, &n, &crc) != LSQ_OK ||
+	    (uint64_t)st.st_size != sizeof(h) + (uint64_t)n) {
+		close(fd);
+		return LSQ_ERR_CORRUPT;
+	}
+	buf = malloc(n ? n : 1);
+	if (!buf) {
+		close(fd);
+		return LSQ_ERR_NOMEM;
+	}
+	if (read(fd, buf, n) != (ssize_t)n ||
+	    !lsq_profile_record_check(buf, n, crc))
+		ret = LSQ_ERR_CORRUPT;
+	close(fd);
+	if (ret) {
+		free(buf);
+		return ret;
+	}
+	*text = buf;
+	*len = n;
+	return LSQ_OK;
+}
+
+/* The merged profile as text; LSQ_ERR_NOMEM, LSQ_ERR_IO. */
+static int format_profile(const struct lsq_profile *p, char **text,
+			  size_t *len)
+{
+	FILE *f = open_memstream(text, len);
+	int ret = LSQ_OK;
+
+	if (!f)
+		return LSQ_ERR_NOMEM;
+	if (fputs("# sqfs-lazy learned profile: files in the order of their first read, TAB, byte ranges read, TAB, starts since last read\n",
+		  f) == EOF)
+		ret = LSQ_ERR_IO;
+	for (size_t i = 0; i < p->count && !ret; i++)
+		ret = lsq_profile_write_entry(f, p->entries[i].path,
+					      p->entries[i].ranges,
+					      p->entries[i].nranges,
+					      p->entries[i].missed);
+	if (fclose(f) != 0 && !ret)
+		ret = LSQ_ERR_NOMEM;
+	if (ret) {
+		free(*text);
+		*text = NULL;
+	}
+	return ret;
+}
+
+/* Write header and text to a fresh file in path's directory and rename it
+ * over path: readers see the old file or the new one, never a part. */
+static int replace_file(const char *path, const char *text, size_t len)
+{
+	uint8_t h[LSQ_PROFILE_RECORD_HEADER];
+	char tmp[PATH_MAX];
+	int fd, ret = LSQ_OK;
+
+	if (len > LSQ_PROFILE_RECORD_MAX)
+		return LSQ_ERR_OVERFLOW;
+	if (snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= (int)sizeof(tmp))
+		return LSQ_ERR_INVALID;
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0)
+		return LSQ_ERR_IO;
+	lsq_profile_record_encode(h, text, (uint32_t)len);
+	if (write(fd, h, sizeof(h)) != (ssize_t)sizeof(h) ||
+	    write(fd, text, len) != (ssize_t)len || fchmod(fd, 0600) != 0)
+		ret = LSQ_ERR_IO;
+	if (close(fd) != 0 && !ret)
+		ret = LSQ_ERR_IO;
+	if (!ret && rename(tmp, path) != 0)
+		ret = LSQ_ERR_IO;
+	if (ret)
+		unlink(tmp);
+	return ret;
+}
+
+void lsq_learned_profile_save(const char *path, struct lsq_recorder *rec)
+{
+	struct lsq_profile run = { 0 }, old = { 0 }, merged = { 0 };
+	char *old_text = NULL, *text = NULL, *dir = NULL;
+	size_t old_len = 0, len = 0;
+	int ret;
+
+	if (!path || !rec)
+		return;
+	ret = lsq_recorder_profile(rec, &run);
+	if (!ret && run.count == 0)
+		goto out;  /* nothing read: what was learned stays */
+	/* a damaged old profile is dropped: this run starts afresh */
+	if (!ret && lsq_learned_profile_read(path, &old_text, &old_len) ==
+			    LSQ_OK)
+		ret = lsq_profile_parse(old_text, old_len, &old);
+	if (!ret)
+		ret = lsq_profile_merge(&run, &old, LEARN_MAX_MISSED,
+					LSQ_LEARN_MAX_FILES, &merged);
+	if (!ret)
+		ret = format_profile(&merged, &text, &len);
+	if (!ret) {
+		dir = strndup(path, (size_t)(strrchr(path, '/') - path));
+		if (!dir)
+			ret = LSQ_ERR_NOMEM;
+		else if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+			ret = LSQ_ERR_IO;
+	}
+	if (!ret)
+		ret = replace_file(path, text, len);
+	if (ret)
+		lsq_warn("learned profile %s: not saved: %s", path,
+			 ret == LSQ_ERR_IO ? strerror(errno)
+					   : lsq_strerror(ret));
+	else
+		lsq_debug("learned profile %s: %zu files (%zu read now)", path,
+			  merged.count, run.count);
+out:
+	lsq_profile_free(&run);
+	lsq_profile_free(&old);
+	lsq_profile_free(&merged);
+	free(old_text);
+	free(text);
+	free(dir);
+}

@@ -1,0 +1,562 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * background.c - fetch the image's data over spare bandwidth, behind the
+ * readers.
+ *
+ * A program start waits on each piece it reads in turn: at 50 ms a round
+ * trip, the link idles while the program waits. Without a profile nothing
+ * says what it will read next, but packers write a directory's files next
+ * to each other, so what lies just past the last block a reader loaded is
+ * the best guess, and the rest of the image the next. So:
+ *
+ *  1. plan (first thread): walk the tree and list every compressed unit
+ *     (data blocks and fragment blocks) once, sorted by image offset.
+ *  2. fetch: `streams` threads each take the next span of units nobody
+ *     claimed, starting past the last block a reader loaded
+ *     (img->read_pos; past the aligned latency window around it, which
+ *     the reader's own miss fetches) when there is one, else the lowest
+ *     unclaimed unit, and fetch it with lsq_source_cache_fetch_behind():
+ *     the source's speculative connections, no reservations (a reader
+ *     never waits on a background range), units already kept skipped.
+ *  3. stop when every unit was tried, the budget of fetched bytes is
+ *     spent, the mount ends, or the origin keeps failing (after backing
+ *     off); a span that takes long (a slow link or origin) drops to one
+ *     stream, so readers keep the link.
+ *
+ * Nothing here can fail a read or the mount.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "image/image_internal.h"
+#include "lsq/error.h"
+
+#define MAX_STREAMS 8u
+/* A span is one request. Large enough that a round trip of 50 ms moves a
+ * lot (4 MiB take 34 ms at 1 Gbit/s), small enough that a stream gives
+ * the link back to readers often. */
+#define SPAN_DEFAULT (4u << 20)
+/* Gap between units fetched anyway to keep them in one request. */
+#define GAP_MAX (256u << 10)
+/* A reader's own miss fetches the aligned window around it (at most
+ * 2 x readahead, 2 MiB by default): start past it. */
+#define GUIDE_ALIGN (2u << 20)
+/* How far past a reader's position to look for unclaimed units before
+ * falling back to the lowest ones. */
+#define GUIDE_REACH (64u << 20)
+/* A span slower than this means a slow link or origin: one stream. */
+#define SLOW_SPAN_NS (1500000000ull)
+#define MAX_FAILURES 5u
+/* How long a stream rests while a reader waits on the network before it
+ * looks again. */
+#define READER_NAP_NS (10000000ull)
+#define MAX_UNITS (1u << 22)
+
+struct bg_unit {
+	uint64_t offset;
+	uint32_t len;
+	bool claimed;  /* protected by lsq_background.mu */
+};
+
+struct lsq_background {
+	struct lsq_image *img;
+	unsigned streams;
+	uint64_t budget, span_max, min_rtt_us;
+	pthread_t threads[MAX_STREAMS];
+	unsigned nthreads;       /* written by the planner once started */
+	bool planner_started;    /* threads[0] runs; set before it starts */
+	atomic_bool stop;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;       /* stop, for sleeping streams */
+
+	/* the plan: written by the first thread before it starts the
+	 * others, then only .claimed changes (under mu) */
+	struct bg_unit *units;
+	size_t nunits, cap;
+	size_t low;              /* no unclaimed unit below; under mu */
+	uint64_t last_guide;     /* read_pos the last guided pick used; mu */
+	unsigned failures;       /* failed spans in a row; under mu */
+	unsigned active;         /* streams allowed to fetch; under mu */
+	uint64_t pending;        /* bytes of the spans in flight; under mu */
+
+	atomic_uint_least64_t planned_units, planned_bytes, fetched, spans;
+	atomic_uint running;     /* threads not yet ended */
+	atomic_uint in_flight;   /* spans being fetched */
+};
+
+/* ---- planning: every unit of the image, once ---- */
+
+static int add_unit(void *ctx, uint64_t offset, uint32_t len)
+{
+	struct lsq_background *bg = ctx;
+
+	if (bg->nunits == bg->cap) {
+		size_t ncap = bg->cap ? 2 * bg->cap : 1024;
+		void *n;
+
+		if (ncap > MAX_UNITS)
+			return 1;
+		n = realloc(bg->units, ncap * sizeof(*bg->units));
+		if (!n)
+			return LSQ_ERR_NOMEM;
+		bg->units = n;
+		bg->cap = ncap;
+	}
+	bg->units[bg->nunits++] = (struct bg_unit){ offset, len, false };
+	return LSQ_OK;
+}
+
+struct walk {
+	struct lsq_background *bg;
+	lsq_inode_ref *dirs;     /* directories still to list */
+	size_t ndirs, cap;
+	int err;
+};
+
+static int on_entry(void *ctx, const struct lsq_dirent *ent)
+{
+	struct walk *w = ctx;
+	struct lsq_inode ino;
+
+	if (ent->is_dot || atomic_load(&w->bg->stop))
+		return ent->is_dot ? 0 : 1;
+	if (ent->type == S_IFDIR) {
+		if (w->ndirs == w->cap) {
+			size_t ncap = w->cap ? 2 * w->cap : 64;
+			void *n = realloc(w->dirs, ncap * sizeof(*w->dirs));
+
+			if (!n) {
+				w->err = LSQ_ERR_NOMEM;
+				return 1;
+			}
+			w->dirs = n;
+			w->cap = ncap;
+		}
+		w->dirs[w->ndirs++] = ent->ref;
+		return 0;
+	}
+	if (ent->type != S_IFREG)
+		return 0;
+	/* a bad inode or block list is the reader's to report */
+	if (lsq_image_inode(w->bg->img, ent->ref, &ino) == LSQ_OK) {
+		int ret = lsq_file_extents(w->bg->img, &ino, 0, UINT64_MAX,
+					   add_unit, w->bg);
+
+		if (ret == 1 || ret == LSQ_ERR_NOMEM) {
+			w->err = ret;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static int by_offset(const void *a, const void *b)
+{
+	const struct bg_unit *x = a, *y = b;
+
+	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+static void plan(struct lsq_background *bg)
+{
+	struct walk w = { .bg = bg };
+	uint64_t bytes = 0;
+	size_t n = 0;
+
+	if (add_unit(bg, 0, 0) != LSQ_OK)  /* room for the array */
+		return;
+	bg->nunits = 0;
+	w.dirs = malloc(64 * sizeof(*w.dirs));
+	if (!w.dirs)
+		return;
+	w.cap = 64;
+	w.dirs[w.ndirs++] = lsq_image_root(bg->img);
+	while (w.ndirs && !w.err && !atomic_load(&bg->stop)) {
+		struct lsq_inode dir;
+
+		if (lsq_image_inode(bg->img, w.dirs[--w.ndirs], &dir) ==
+			    LSQ_OK &&
+		    S_ISDIR(dir.mode))
+			lsq_image_readdir(bg->img, &dir, 0, on_entry, &w);
+	}
+	free(w.dirs);
+	if (w.err == 1)
+		lsq_warn("background fetch: more than %u units; fetching the first ones found",
+			 MAX_UNITS);
+	/* hard links and shared fragment blocks appear more than once */
+	qsort(bg->units, bg->nunits, sizeof(*bg->units), by_offset);
+	for (size_t i = 0; i < bg->nunits; i++) {
+		if (n && bg->units[n - 1].offset == bg->units[i].offset)
+			continue;
+		bg->units[n++] = bg->units[i];
+		bytes += bg->units[i].len;
+	}
+	bg->nunits = n;
+	atomic_store(&bg->planned_units, n);
+	atomic_store(&bg->planned_bytes, bytes);
+	lsq_debug("background fetch: %zu units, %llu bytes", n,
+		  (unsigned long long)bytes);
+}
+
+/* ---- fetching ---- */
+
+/* First unit at or after offset. */
+static size_t lower_bound(const struct lsq_background *bg, uint64_t offset)
+{
+	size_t lo = 0, hi = bg->nunits;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (bg->units[mid].offset < offset)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Where the next span starts: past the last block a reader loaded, when
+ * that moved and something unclaimed lies close past it; else the lowest
+ * unclaimed unit. SIZE_MAX when nothing is left. Under mu. */
+static size_t pick_start(struct lsq_background *bg)
+{
+	uint64_t pos = atomic_load_explicit(&bg->img->read_pos,
+					    memory_order_relaxed);
+
+	while (bg->low < bg->nunits && bg->units[bg->low].claimed)
+		bg->low++;
+	if (bg->low >= bg->nunits)
+		return SIZE_MAX;
+	if (pos) {
+		uint64_t from = ((pos - 1) | (GUIDE_ALIGN - 1)) + 1;
+		size_t i = lower_bound(bg, from);
+
+		for (; i < bg->nunits &&
+		       bg->units[i].offset - from < GUIDE_REACH; i++) {
+			if (!bg->units[i].claimed) {
+				bg->last_guide = pos;
+				return i;
+			}
+		}
+	}
+	return bg->low;
+}
+
+/* Claim the span from units[first]; returns how many units. Under mu. */
+static size_t claim_span(struct lsq_background *bg, size_t first)
+{
+	uint64_t start = bg->units[first].offset, end = start;
+	size_t i = first;
+
+	for (; i < bg->nunits; i++) {
+		const struct bg_unit *u = &bg->units[i];
+		uint64_t u_end = u->offset + u->len;
+
+		if (u->claimed || u->offset > end + GAP_MAX ||
+		    (i > first && u_end - start > bg->span_max))
+			break;
+		if (u_end > end)
+			end = u_end;
+	}
+	for (size_t j = first; j < i; j++)
+		bg->units[j].claimed = true;
+	return i - first;
+}
+
+static void unclaim(struct lsq_background *bg, size_t first, size_t n)
+{
+	for (size_t j = first; j < first + n; j++)
+		bg->units[j].claimed = false;
+	if (first < bg->low)
+		bg->low = first;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Sleep up to ns, or until stop. Under mu. */
+static void nap(struct lsq_background *bg, uint64_t ns)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += (time_t)(ns / 1000000000ull);
+	until.tv_nsec += (long)(ns % 1000000000ull);
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	if (!atomic_load(&bg->stop))
+		pthread_cond_timedwait(&bg->cv, &bg->mu, &until);
+}
+
+/* Whether the round trip is long enough to be worth hiding; waits for
+ * the source to have timed a few transfers. Under mu. */
+static bool link_wants_it(struct lsq_background *bg)
+{
+	struct lsq_http_stats hs;
+
+	if (!bg->min_rtt_us)
+		return true;
+	for (;;) {
+		if (atomic_load(&bg->stop) ||
+		    lsq_source_http_get_stats(bg->img->src, &hs) != LSQ_OK)
+			return false;
+		if (hs.rtt_samples >= 3)
+			break;
+		nap(bg, 50000000ull);
+	}
+	if (hs.rtt_us >= bg->min_rtt_us)
+		return true;
+	lsq_info("background fetch: off (round trip %llu us: reads fetch for themselves quickly)",
+		 (unsigned long long)hs.rtt_us);
+	return false;
+}
+
+/* Whether a transfer other than ours is on the network now: a read
+ * someone waits for, or the readahead and prefetch that serve readers. */
+static bool others_on_network(struct lsq_background *bg)
+{
+	struct lsq_http_stats hs;
+
+	return lsq_source_http_get_stats(bg->img->src, &hs) == LSQ_OK &&
+	       hs.in_flight > atomic_load(&bg->in_flight);
+}
+
+/* Wait for a profile prefetch in progress (its spans are surer bets) and
+ * a round trip worth hiding; false: do not fetch. */
+static bool wait_to_start(struct lsq_background *bg)
+{
+	bool go;
+
+	pthread_mutex_lock(&bg->mu);
+	while (!atomic_load(&bg->stop) && lsq_prefetch_busy(bg->img->prefetch))
+		nap(bg, 20000000ull);
+	go = link_wants_it(bg);
+	pthread_mutex_unlock(&bg->mu);
+	return go;
+}
+
+static void fetch(struct lsq_background *bg, unsigned stream)
+{
+	struct lsq_extent *ext = NULL;
+	size_t ext_cap = 0;
+
+	pthread_mutex_lock(&bg->mu);
+	while (!atomic_load(&bg->stop)) {
+		size_t first, n;
+		uint64_t got = 0, t0, took, span;
+		int ret;
+
+		if (stream >= bg->active) {  /* backed off: this one rests */
+			nap(bg, 1000000000ull);
+			continue;
+		}
+		/* readers are on the network (their own reads, or the
+		 * readahead serving them): start no span now (ours in
+		 * flight go on), so their requests have the link */
+		if (others_on_network(bg)) {
+			nap(bg, READER_NAP_NS);
+			continue;
+		}
+		/* the spans in flight count: the budget is never passed by
+		 * more than the last span */
+		if (atomic_load(&bg->fetched) + bg->pending >= bg->budget)
+			break;
+		first = pick_start(bg);
+		if (first == SIZE_MAX)
+			break;
+		n = claim_span(bg, first);
+		if (n > ext_cap) {
+			void *p = realloc(ext, n * sizeof(*ext));
+
+			if (!p) {
+				unclaim(bg, first, n);
+				break;
+			}
+			ext = p;
+			ext_cap = n;
+		}
+		for (size_t j = 0; j < n; j++)
+			ext[j] = (struct lsq_extent){ bg->units[first + j].offset,
+						      bg->units[first + j].len };
+		span = ext[n - 1].offset + ext[n - 1].len - ext[0].offset;
+		bg->pending += span;
+		pthread_mutex_unlock(&bg->mu);
+
+		t0 = now_ns();
+		atomic_fetch_add(&bg->in_flight, 1);
+		ret = lsq_source_cache_fetch_behind(bg->img->src, ext, n, &got);
+		atomic_fetch_sub(&bg->in_flight, 1);
+		took = now_ns() - t0;
+
+		pthread_mutex_lock(&bg->mu);
+		bg->pending -= span;
+		atomic_fetch_add(&bg->fetched, got);
+		atomic_fetch_add(&bg->spans, 1);
+		if (ret == LSQ_ERR_REMOTE_CHANGED) {
+			lsq_debug("background fetch: the image changed; stopping");
+			break;
+		}
+		if (ret) {
+			unclaim(bg, first, n);
+			if (++bg->failures >= MAX_FAILURES) {
+				lsq_warn("background fetch: stopped after %u failed requests in a row (%s); readers fetch for themselves",
+					 bg->failures, lsq_strerror(ret));
+				atomic_store(&bg->stop, true);
+				break;
+			}
+			/* 0.2, 0.4, 0.8, 1.6 s */
+			nap(bg, 100000000ull << bg->failures);
+			continue;
+		}
+		bg->failures = 0;
+		if (got && took > SLOW_SPAN_NS && bg->active > 1) {
+			bg->active = 1;
+			lsq_debug("background fetch: %llu bytes took %llu ms; one stream from now on",
+				  (unsigned long long)got,
+				  (unsigned long long)(took / 1000000));
+		}
+	}
+	pthread_cond_broadcast(&bg->cv);
+	pthread_mutex_unlock(&bg->mu);
+	free(ext);
+}
+
+struct stream_arg {
+	struct lsq_background *bg;
+	unsigned index;
+};
+
+/* Behind the readers for the CPU too: receiving and storing a span costs
+ * CPU that a program start on a small machine wants for itself. */
+static void run_idle(void)
+{
+	struct sched_param sp = { 0 };
+
+	pthread_setname_np(pthread_self(), "sqfs-background");
+	pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+}
+
+static void *worker(void *arg)
+{
+	struct stream_arg *sa = arg;
+	struct lsq_background *bg = sa->bg;
+	unsigned index = sa->index;
+
+	free(sa);
+	run_idle();
+	fetch(bg, index);
+	atomic_fetch_sub(&bg->running, 1);
+	return NULL;
+}
+
+static void *planner(void *arg)
+{
+	struct lsq_background *bg = arg;
+
+	run_idle();
+	if (!wait_to_start(bg)) {
+		atomic_fetch_sub(&bg->running, 1);
+		return NULL;
+	}
+	plan(bg);
+	for (unsigned i = 1; i < bg->streams && !atomic_load(&bg->stop); i++) {
+		struct stream_arg *sa = malloc(sizeof(*sa));
+
+		if (!sa)
+			break;
+		*sa = (struct stream_arg){ bg, i };
+		atomic_fetch_add(&bg->running, 1);
+		if (pthread_create(&bg->threads[bg->nthreads], NULL, worker,
+				   sa) != 0) {
+			atomic_fetch_sub(&bg->running, 1);
+			free(sa);
+			break;
+		}
+		bg->nthreads++;
+	}
+	fetch(bg, 0);
+	atomic_fetch_sub(&bg->running, 1);
+	return NULL;
+}
+
+int lsq_image_background(struct lsq_image *img,
+			 const struct lsq_background_options *opt)
+{
+	struct lsq_background *bg;
+
+	if (img->background)
+		return LSQ_ERR_INVALID;
+	if (opt->budget_bytes == 0)
+		return LSQ_OK;
+	bg = calloc(1, sizeof(*bg));
+	if (!bg)
+		return LSQ_ERR_NOMEM;
+	bg->img = img;
+	bg->streams = opt->streams < 1 ? 1 :
+		      opt->streams > MAX_STREAMS ? MAX_STREAMS : opt->streams;
+	bg->active = bg->streams;
+	bg->budget = opt->budget_bytes;
+	bg->span_max = opt->span_bytes ? opt->span_bytes : SPAN_DEFAULT;
+	bg->min_rtt_us = opt->min_rtt_us;
+	pthread_mutex_init(&bg->mu, NULL);
+	pthread_cond_init(&bg->cv, NULL);
+	/* threads[0] is the planner, which starts (and counts) the others */
+	bg->nthreads = 1;
+	bg->planner_started = true;
+	atomic_init(&bg->running, 1);
+	if (pthread_create(&bg->threads[0], NULL, planner, bg) != 0) {
+		bg->nthreads = 0;
+		bg->planner_started = false;
+		lsq_background_destroy(bg);
+		return LSQ_ERR_NOMEM;
+	}
+	img->background = bg;
+	return LSQ_OK;
+}
+
+void lsq_background_destroy(struct lsq_background *bg)
+{
+	if (!bg)
+		return;
+	pthread_mutex_lock(&bg->mu);
+	atomic_store(&bg->stop, true);
+	pthread_cond_broadcast(&bg->cv);
+	pthread_mutex_unlock(&bg->mu);
+	/* the planner joins first: only it adds threads (nthreads is
+	 * read after that join) */
+	if (bg->planner_started)
+		pthread_join(bg->threads[0], NULL);
+	for (unsigned i = 1; i < bg->nthreads; i++)
+		pthread_join(bg->threads[i], NULL);
+	pthread_mutex_destroy(&bg->mu);
+	pthread_cond_destroy(&bg->cv);
+	free(bg->units);
+	free(bg);
+}
+
+void lsq_background_add_stats(const struct lsq_background *bg,
+			      struct lsq_image_stats *out)
+{
+	if (!bg)
+		return;
+	out->background_units = atomic_load(&bg->planned_units);
+	out->background_planned_bytes = atomic_load(&bg->planned_bytes);
+	out->background_spans = atomic_load(&bg->spans);
+	/* every stream has ended: planned, fetched, or stopped */
+	out->background_done = atomic_load(&bg->running) == 0;
+}

@@ -6,7 +6,7 @@ timeouts and retries (timing.py), not from how fast this machine is."""
 import os
 
 from conftest import FaultServer, check_eio, read_with_timeout, try_mount
-from timing import WAIT, bound, fetch_seconds, run_threads
+from timing import WAIT, bound, fetch_seconds, run_threads, wait_for
 
 FAST = ["timeout=2", "connect_timeout=1", "retries=3"]
 
@@ -36,10 +36,21 @@ def _still_serving(m, small_image, rel="d/small.txt"):
     _check_file(m, small_image, rel)
 
 
+def profile_requests(server):
+    """The requests for URL.profile: with prefetch=auto a mount of a URL
+    asks once, on the prefetch's thread, for a startup profile published
+    beside the image (the fault server has none: 404)."""
+    return [r for r in server.requests() if r["target"].endswith(".profile")]
+
+
 def test_mount_cost_and_conditional_requests(mounts, fault_server,
                                              small_image):
     m = _mount(mounts, fault_server)
-    reqs = fault_server.requests()
+    (prof,) = wait_for(lambda: profile_requests(fault_server),
+                       "the mount to ask for URL.profile")
+    assert prof["target"] == "/small.sqfs.profile" and \
+        prof["status"] == 404, prof
+    reqs = [r for r in fault_server.requests() if r is not prof]
     assert 1 <= len(reqs) <= 3, reqs
     assert reqs[0]["range"] == "bytes=0-65535"
     for r in reqs:
@@ -51,7 +62,9 @@ def test_mount_cost_and_conditional_requests(mounts, fault_server,
         _check_file(m, small_image, rel)
     assert os.readlink(os.path.join(m.mnt, "d/link")) == "small.txt"
     for r in fault_server.requests()[1:]:
-        assert r["if_range"] == '"v1"' and r["status"] == 206, r
+        if r is not prof:
+            assert r["if_range"] == '"v1"' and r["status"] == 206, r
+    assert profile_requests(fault_server) == [prof]
 
 
 def test_delay_then_success(mounts, fault_server, small_image):

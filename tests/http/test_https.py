@@ -22,13 +22,20 @@ def test_self_signed_refused_without_cacert(tls_nginx, tmp_path):
     assert dt < bound(fetch_seconds(0, 1)), dt
 
 
+def image_entries(nginx):
+    """nginx's log without the request for URL.profile (a mount asks for
+    a startup profile beside the image on its prefetch's thread, over a
+    connection of its own; there is none: 404)."""
+    return [e for e in nginx.entries() if not e["uri"].endswith(".profile")]
+
+
 def test_accepted_with_cacert(tls_nginx, mounts, small_image):
     tls_nginx.clear_log()
     m = mounts(tls_nginx.url("small.sqfs"), ["cacert=" + tls_nginx.cert])
     for rel in ("d/small.txt", "f00.bin"):
         ok, data, _ = read_with_timeout(os.path.join(m.mnt, rel))
         assert ok and data == small_image["files"][rel], rel
-    entries = tls_nginx.entries()
+    entries = image_entries(tls_nginx)
     assert entries and all(e["status"] == 206 for e in entries), entries
     # HTTP/2 is negotiated when the server offers it
     assert all(e["proto"] == "HTTP/2.0" for e in entries), entries
@@ -78,7 +85,7 @@ def test_parallel_reads_multiplex_over_one_connection(tls_nginx, mounts,
         [(rel,) for rel in names], timeout=120)
     for rel, (ok, data, _) in zip(names, results):
         assert ok and data == small_image["files"][rel], rel
-    entries = tls_nginx.entries()
+    entries = image_entries(tls_nginx)
     assert len(entries) >= len(names), entries
     assert all(e["proto"] == "HTTP/2.0" for e in entries), entries
     assert len({e["conn"] for e in entries}) == 1, entries

@@ -21,6 +21,7 @@
  * metadata) meet a cold server and, on a loaded machine, can take
  * milliseconds on loopback; the minimum of three is the round trip. */
 #define MIN_SAMPLES 3u
+#define EARLY_RTT_NS (4u * MIN_RTT_NS)
 
 #define R memory_order_relaxed
 
@@ -90,8 +91,14 @@ uint64_t lsq_latency_window_bdp(struct lsq_latency_window *w)
 	uint64_t bps = atomic_load_explicit(&w->bps, R);
 	uint64_t epoch_bps = atomic_load_explicit(&w->epoch_bps, R);
 
-	if (rtt < MIN_RTT_NS ||
-	    atomic_load_explicit(&w->samples, R) < MIN_SAMPLES)
+	unsigned n = atomic_load_explicit(&w->samples, R);
+
+	/* a mount's probe and metadata are two transfers: a third sample
+	 * would cost its first data read a round trip of its own, so two
+	 * do where both took a clearly long round trip (the estimate is
+	 * their minimum), which a loaded loopback does not */
+	if (rtt < MIN_RTT_NS || n + 1 < MIN_SAMPLES ||
+	    (n < MIN_SAMPLES && rtt < EARLY_RTT_NS))
 		return 0;
 	if (epoch_bps > bps)
 		bps = epoch_bps;  /* the first epoch has no estimate yet */

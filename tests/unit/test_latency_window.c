@@ -33,10 +33,16 @@ int main(void)
 	CHECK(lsq_latency_window_size(&w) == 0);
 
 	lsq_latency_window_init(&w, 2 * MiB);
-	feed(&w, 2, 50 * MS, 125000000);       /* 6.25 MB in flight */
-	CHECK(lsq_latency_window_size(&w) == 0);  /* two samples: too few */
+	feed(&w, 1, 50 * MS, 125000000);       /* 6.25 MB in flight */
+	CHECK(lsq_latency_window_size(&w) == 0);  /* one sample: too few */
 	feed(&w, 1, 50 * MS, 125000000);
+	/* two long ones (a mount's probe and metadata) are enough */
 	CHECK(lsq_latency_window_size(&w) == 2 * MiB);
+	lsq_latency_window_init(&w, 2 * MiB);
+	feed(&w, 2, 3 * MS, 1000000000);       /* a loaded loopback, maybe */
+	CHECK(lsq_latency_window_size(&w) == 0);  /* short: wait for a third */
+	feed(&w, 1, 3 * MS, 1000000000);
+	CHECK(lsq_latency_window_size(&w) != 0);
 	lsq_latency_window_init(&w, 8 * MiB);
 	feed(&w, 3, 20 * MS, 125000000);       /* 2.5 MB */
 	CHECK(lsq_latency_window_size(&w) == 2 * MiB);

@@ -73,6 +73,7 @@ static int fetch_url(const char *url, const struct lsq_mount_options *opt,
 	int ret;
 
 	hopt.nmirrors = 0;
+	hopt.url_command = NULL;  /* it prints the image's URL, not this */
 	ret = lsq_source_open_stack(url, &so, &src, err, errlen, NULL, 0);
 	if (ret)
 		return ret;
@@ -139,7 +140,10 @@ static void load_auto(struct lsq_startup_profile *p,
 	if (ret != LSQ_ERR_NOT_FOUND)
 		lsq_warn("prefetch: the profile stored in the image is unusable (%s); not prefetching",
 			 lsq_strerror(ret));
-	if (ret == LSQ_ERR_NOT_FOUND && lsq_source_is_url(opt->image)) {
+	/* with url_command the image's URL is the command's, and signed:
+	 * nothing to guess beside it */
+	if (ret == LSQ_ERR_NOT_FOUND && lsq_source_is_url(opt->image) &&
+	    !opt->http_opts.url_command) {
 		p->url = beside(opt->image);
 		p->name = p->url ? lsq_url_redact(p->url) : NULL;
 		p->quiet = true;

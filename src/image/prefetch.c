@@ -230,6 +230,8 @@ static int make_spans(struct lsq_prefetch *pf)
 	struct span *sp = NULL;
 	uint64_t end = 0;
 
+	if (pf->nunits == 0)
+		return LSQ_OK;  /* units is NULL: nothing to sort */
 	qsort(pf->units, pf->nunits, sizeof(*pf->units), by_offset);
 	for (size_t i = 0; i < pf->nunits; i++) {
 		const struct unit *u = &pf->units[i];

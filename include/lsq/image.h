@@ -266,7 +266,7 @@ int lsq_image_prefetch(struct lsq_image *img, const char *text, size_t len,
 struct lsq_background_options {
 	unsigned streams;      /* requests in flight, 1..8 */
 	uint64_t budget_bytes; /* bytes fetched at most (0: nothing) */
-	uint64_t span_bytes;   /* bytes per request (0: 4 MiB) */
+	uint64_t span_bytes;   /* bytes per request (0: 2 MiB) */
 	/* fetch only over a round trip this long at least, once three
 	 * transfers were timed (0: always; a source that times none, such
 	 * as a file: never) */

@@ -83,7 +83,6 @@ struct lsq_background {
 	struct bg_unit *units;
 	size_t nunits, cap;
 	size_t low;              /* no unclaimed unit below; under mu */
-	uint64_t last_guide;     /* read_pos the last guided pick used; mu */
 	unsigned failures;       /* failed spans in a row; under mu */
 	unsigned active;         /* streams allowed to fetch; under mu */
 	uint64_t pending;        /* bytes of the spans in flight; under mu */
@@ -243,10 +242,8 @@ static size_t pick_start(struct lsq_background *bg)
 
 		for (; i < bg->nunits &&
 		       bg->units[i].offset - from < GUIDE_REACH; i++) {
-			if (!bg->units[i].claimed) {
-				bg->last_guide = pos;
+			if (!bg->units[i].claimed)
 				return i;
-			}
 		}
 	}
 	return bg->low;

@@ -27,6 +27,7 @@ from test_cache import stats
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..",
                                 "integration"))
 import util  # noqa: E402
+from timing import SCALE  # noqa: E402
 
 MiB = 1 << 20
 SPAN = 4 * MiB      # the largest background range (background.c)
@@ -360,7 +361,7 @@ def test_budget(case, bg_nginx, bg_image, mounts, tmp_path):
 # 3. A demand read never waits behind a background range
 # ---------------------------------------------------------------------------
 
-STALL = 8.0  # seconds the fault server holds a background range's body
+STALL = 8.0 * SCALE  # seconds the fault server holds a background range
 
 
 @pytest.mark.parametrize("conns", [4, 1])
@@ -534,7 +535,7 @@ def test_unmount_with_spans_in_flight(bg_fault, bg_image, mounts):
     assert rc == 0, (rc, took, m.log()[-3000:])
     for bad in ("AddressSanitizer", "LeakSanitizer", "runtime error:"):
         assert bad not in m.log(), m.log()[-6000:]
-    assert took <= TIMEOUT + 3, (took, m.log()[-3000:])
+    assert took <= TIMEOUT + 3 * SCALE, (took, m.log()[-3000:])
     assert not util.is_mounted(m.mnt)
 
 

@@ -22,6 +22,7 @@ import time
 import pytest
 
 import util
+from timing import SCALE
 
 SMALL_FILES = {
     "hello.txt": b"hello, world\n",
@@ -348,7 +349,8 @@ def test_bad_image_rejected(small_image, mnt, tmp_path, case, fg):
         assert re.fullmatch(pattern, named[1]), \
             "the error line does not name this case's fault (/%s/): %r" % (
                 pattern, lines[0])
-        assert took < 20
+        # no hang: a refusal takes a probe and a few table reads
+        assert took < 20 * SCALE, "the refusal took %.1f s" % took
     finally:
         mounted = util.is_mounted(mnt)
         left = [q for q in util.pids_with_arg(mnt) if util.pid_alive(q)]
@@ -405,12 +407,8 @@ def test_idle_mount_burns_no_cpu(small_image, mnt):
     assert r.returncode == 0, r.stderr.decode(errors="replace")
     pid = find_daemon(mnt)
 
-    end = time.monotonic() + 1.0
-    n = 0
-    while time.monotonic() < end:
+    for _ in range(200):    # a burst (its speed is not the subject)
         assert b"source_reads" in stats_request(mnt)
-        n += 1
-    assert n > 100, "only %d requests answered in 1 s" % n
 
     time.sleep(0.2)
     before = cpu_seconds(pid)

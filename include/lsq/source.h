@@ -305,8 +305,6 @@ struct lsq_http_stats {
 	uint64_t cache_hits;      /* reads served from pinned/readahead memory */
 	uint64_t readahead_bytes; /* bytes fetched beyond what was asked */
 	uint64_t in_flight;       /* transfers running now */
-	uint64_t in_flight_waited; /* of those, reads someone waits for (not
-				    * readahead, prefetch or background) */
 	uint64_t rtt_us;          /* round trip measured (min, recent) */
 	uint64_t rtt_samples;     /* transfers timed so far */
 	uint64_t windows;         /* latency windows fetched around misses */

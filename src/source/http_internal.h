@@ -177,7 +177,6 @@ struct http_source {
 	atomic_uint_least64_t seed;
 	atomic_uint_least64_t requests, bytes_fetched, retries, failures,
 		cache_hits, readahead_bytes, in_flight;
-	atomic_uint_least64_t in_flight_waited;  /* of those, not speculative */
 };
 
 /* One transfer: what was asked, the current response's headers, and the

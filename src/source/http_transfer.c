@@ -471,15 +471,9 @@ void lsq_http_transfer(struct xfer *x, const struct curl_slist *headers)
 	x->why[0] = '\0';
 	atomic_fetch_add_explicit(&hs->requests, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&hs->in_flight, 1, memory_order_relaxed);
-	if (!x->speculative)
-		atomic_fetch_add_explicit(&hs->in_flight_waited, 1,
-					  memory_order_relaxed);
 	rc = atomic_load(&hs->engine_on) ? lsq_http_engine_perform(hs, h)
 					 : curl_easy_perform(h->curl);
 	atomic_fetch_sub_explicit(&hs->in_flight, 1, memory_order_relaxed);
-	if (!x->speculative)
-		atomic_fetch_sub_explicit(&hs->in_flight_waited, 1,
-					  memory_order_relaxed);
 	if (x->probe)  /* only the probe's answer decides on the engine */
 		x->multiplexed = answered_multiplexed(h->curl);
 	if (rc == CURLE_OK && x->verdict == V_OK && x->got == x->want)

@@ -309,7 +309,6 @@ int lsq_source_http_get_stats(const struct lsq_source *src,
 	out->cache_hits = atomic_load(&hs->cache_hits);
 	out->readahead_bytes = atomic_load(&hs->readahead_bytes);
 	out->in_flight = atomic_load(&hs->in_flight);
-	out->in_flight_waited = atomic_load(&hs->in_flight_waited);
 	out->rtt_us = atomic_load(&hs->win.rtt_ns) / 1000u;
 	out->rtt_samples = atomic_load(&hs->win.samples);
 	out->windows = atomic_load(&hs->win.windows);

@@ -133,8 +133,10 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 		}
 		if (!c && lsq_http_find_split_cover(hs, offset, len, &c, &c2)) {
 			if (c->ready && c2->ready) {
-				lsq_http_note_hit(hs, c, offset, len, waited);
+				/* c2's reference first: the hit may schedule
+				 * readahead, whose room may evict c2 */
 				c2->refs++;
+				lsq_http_note_hit(hs, c, offset, len, waited);
 				pthread_mutex_unlock(&hs->mu);
 				first = (size_t)(c->off + c->len - offset);
 				memcpy(buf, c->data + (offset - c->off), first);

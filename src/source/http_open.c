@@ -651,12 +651,6 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 				  CURL_LOCK_DATA_DNS);
 		curl_share_setopt(hs->share, CURLSHOPT_SHARE,
 				  CURL_LOCK_DATA_SSL_SESSION);
-		/* one cache of open connections for both handle pools: a
-		 * speculative transfer takes a connection a read left idle
-		 * instead of paying a handshake (a round trip, two over
-		 * TLS) for one of its own */
-		curl_share_setopt(hs->share, CURLSHOPT_SHARE,
-				  CURL_LOCK_DATA_CONNECT);
 	}
 	if (opt->header_file) {
 		ret = read_header_file(opt->header_file, &hs->user_headers, err,

@@ -115,6 +115,22 @@ static struct handle *new_handle(struct http_source *hs)
 	return h;
 }
 
+/* A speculative transfer may borrow an idle handle of the readers' pool,
+ * and with it the open connection it keeps (a handshake saved, a round
+ * trip or two), while the readers keep room for one more transfer of
+ * their own. Handles carry their connections: libcurl does not support
+ * one connection cache shared by concurrent threads
+ * (CURL_LOCK_DATA_CONNECT), so there is none. */
+static struct handle *borrow_idle_reader_handle(struct http_source *hs)
+{
+	struct handle_pool *readers = &hs->pools[0];
+	unsigned busy = readers->created - readers->nfree;
+
+	if (readers->nfree == 0 || busy + 1 >= hs->opt.max_connections)
+		return NULL;
+	return readers->free_handles[--readers->nfree];
+}
+
 /* A handle of the pool for speculative or waited-for transfers; a handle
  * remembers its pool (h->pool) for release_handle(). */
 static struct handle *acquire_handle(struct http_source *hs, bool speculative)
@@ -123,12 +139,18 @@ static struct handle *acquire_handle(struct http_source *hs, bool speculative)
 	struct handle *h = NULL;
 
 	pthread_mutex_lock(&hs->pool_mu);
-	while (pool->nfree == 0 && pool->created >= hs->opt.max_connections)
+	for (;;) {
+		if (pool->nfree > 0)
+			h = pool->free_handles[--pool->nfree];
+		else if (speculative)
+			h = borrow_idle_reader_handle(hs);
+		if (h) {
+			pthread_mutex_unlock(&hs->pool_mu);
+			return h;
+		}
+		if (pool->created < hs->opt.max_connections)
+			break;
 		pthread_cond_wait(&hs->pool_cv, &hs->pool_mu);
-	if (pool->nfree > 0) {
-		h = pool->free_handles[--pool->nfree];
-		pthread_mutex_unlock(&hs->pool_mu);
-		return h;
 	}
 	pool->created++;
 	pthread_mutex_unlock(&hs->pool_mu);

@@ -225,6 +225,16 @@ def proc_status(pid):
     return out
 
 
+def crash_report(lines):
+    """The head of a sanitizer's report (what and where: its first stack),
+    which the log's tail, the shadow legend, does not show."""
+    for i, line in enumerate(lines):
+        if "Sanitizer" in line and ("ERROR" in line or
+                                    "runtime error" in line):
+            return lines[i:i + 40]
+    return []
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=300)
@@ -419,6 +429,7 @@ def main():
                                  CACHES["block_cache"]) // 1024,
         "daemon_log_lines": len(log_lines),
         "daemon_log_tail": log_lines[-5:],
+        "daemon_crash_report": crash_report(log_lines),
         "daemon_stats": stats_out,
     }
     for r in results:

@@ -428,9 +428,41 @@ struct data_run {
 	uint64_t pos;  /* where the block after this one starts */
 };
 
-/* The end of the blocks of the file buffered after the block, up to the
- * first one the caching layer's shared store holds (another version of
- * the image fetched it). */
+/* How far past the buffered words a run end looks: a long round trip
+ * keeps two bandwidth-delay products in flight (10 MB and more), and the
+ * buffered words may be as few as WORD_REFILL blocks (4 MB of on-disk
+ * bytes at 4:1); this many more words cost one metadata read, and only
+ * when a read reaches the network. */
+#define RUN_SCAN_WORDS 1024u
+#define RUN_SCAN_BYTES (64ull << 20)
+
+/* On-disk bytes of the file's words past the buffered ones, read with a
+ * cursor of its own, stopping at max_bytes; 0 when there are none or
+ * they cannot be read (the read that reaches them will say why). */
+static uint64_t unbuffered_run_bytes(struct lsq_image *img,
+				     const struct size_words *sw,
+				     uint64_t max_bytes)
+{
+	struct meta_cursor c = { .table = sw->cur->table,
+				 .block = sw->cur->block,
+				 .offset = sw->cur->offset };
+	uint8_t raw[4 * RUN_SCAN_WORDS];
+	uint32_t n = sw->nblocks - sw->next_index;
+	uint64_t bytes = 0;
+
+	if (n > RUN_SCAN_WORDS)
+		n = RUN_SCAN_WORDS;
+	if (n == 0 || lsq_meta_read(img, &c, raw, 4 * (size_t)n) != LSQ_OK)
+		n = 0;
+	for (uint32_t i = 0; i < n && bytes < max_bytes; i++)
+		bytes += SQUASHFS_BLOCK_ONDISK_SIZE(lsq_le32(raw + 4 * i));
+	lsq_meta_cursor_fini(&c);
+	return bytes;
+}
+
+/* The end of the file's blocks after the block (the buffered ones, then
+ * up to RUN_SCAN_WORDS more), up to the first one the caching layer's
+ * shared store holds (another version of the image fetched it). */
 static uint64_t data_run_end(void *ctx)
 {
 	const struct data_run *r = ctx;
@@ -438,12 +470,17 @@ static uint64_t data_run_end(void *ctx)
 	uint64_t pos = r->pos;
 
 	if (!lsq_source_cache_shares_units(r->img->src))
-		return pos + sw->ahead_bytes;
+		return pos + sw->ahead_bytes +
+		       (sw->ahead_bytes < RUN_SCAN_BYTES
+				? unbuffered_run_bytes(r->img, sw,
+						       RUN_SCAN_BYTES -
+						       sw->ahead_bytes)
+				: 0);
 	for (uint32_t i = 0; i < sw->count; i++) {
 		uint32_t size = SQUASHFS_BLOCK_ONDISK_SIZE(sw->w[sw->head + i]);
 
 		if (size && lsq_source_cache_holds(r->img->src, pos, size))
-			break;
+			return pos;
 		pos += size;
 	}
 	return pos;

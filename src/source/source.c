@@ -87,8 +87,12 @@ void lsq_source_hint_run_end_lazy(lsq_run_end_fn fn, void *ctx)
 uint64_t lsq_source_run_end(void)
 {
 	if (run_end_fn) {  /* once per hint */
-		run_end_hint = run_end_fn(run_end_ctx);
+		lsq_run_end_fn fn = run_end_fn;
+
+		/* cleared first: fn may read metadata, and that read must
+		 * not ask fn again */
 		run_end_fn = NULL;
+		run_end_hint = fn(run_end_ctx);
 	}
 	return run_end_hint;
 }

@@ -182,14 +182,18 @@ bool lsq_http_find_split_cover(struct http_source *hs, uint64_t off,
 /* A miss over a long round trip that no sequential readahead covers
  * (hs->mu held): the loading chunk of the aligned window of w bytes around
  * it (latency_window.h), trimmed so as not to fetch bytes other chunks
- * hold, with *ra the bytes beyond the read; NULL when there is no room. */
+ * hold, with *ra the bytes beyond the read; NULL when there is no room.
+ * A read whose file goes on for half a window more (run_end) gets the
+ * window from the read on: the bytes before it are another file's, or
+ * blocks of its own it has not asked for. */
 struct chunk *lsq_http_window_chunk(struct http_source *hs, uint64_t offset,
-				    size_t len, uint64_t w, uint64_t *ra)
+				    size_t len, uint64_t w, uint64_t run_end,
+				    uint64_t *ra)
 {
 	uint64_t lo, hi, end = offset + len;
 	struct chunk *c;
 
-	lo = offset & ~(w - 1);
+	lo = run_end >= end + w / 2 ? offset : offset & ~(w - 1);
 	hi = lo + w > end ? lo + w : end;
 	if (hi > hs->base.size)
 		hi = hs->base.size;

@@ -103,16 +103,16 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 {
 	struct http_source *hs = (struct http_source *)src;
 	struct chunk *c, *c2;
-	uint64_t ra = 0, w;
+	uint64_t ra = 0, w, run_end;
 	bool waited = false;
 	int ret;
 
 	if (atomic_load(&hs->changed))
 		return LSQ_ERR_REMOTE_CHANGED;
-	/* the readahead streams take the reader's run-end hint under hs->mu;
-	 * a lazy hint is worked out here, before */
-	if (hs->opt.readahead)
-		(void)lsq_source_run_end();
+	/* the readahead streams and the windows take the reader's run-end
+	 * hint under hs->mu; a lazy hint is worked out here, before (it may
+	 * read metadata) */
+	run_end = lsq_source_run_end();
 	pthread_mutex_lock(&hs->mu);
 	for (;;) {
 		size_t first;
@@ -171,7 +171,7 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 	if (hs->opt.readahead)
 		c = lsq_http_readahead_miss(hs, offset, len, &ra);
 	if (!c && w)
-		c = lsq_http_window_chunk(hs, offset, len, w, &ra);
+		c = lsq_http_window_chunk(hs, offset, len, w, run_end, &ra);
 	if (!c) {
 		pthread_mutex_unlock(&hs->mu);
 		return lsq_http_fetch(hs, buf, len, offset, false);

@@ -46,14 +46,22 @@ static uint64_t window_max(struct http_source *hs);
  * at half a bandwidth-delay product. */
 static void stream_start_window(struct http_source *hs, struct stream *s)
 {
-	uint64_t bdp = lsq_latency_window_bdp(&hs->win) / 2;
+	uint64_t bdp = lsq_latency_window_bdp(&hs->win);
 
 	s->window = hs->opt.readahead < LSQ_HTTP_RA_START
 			    ? hs->opt.readahead : LSQ_HTTP_RA_START;
-	if (hs->opt.readahead && bdp > s->window)
-		s->window = bdp < window_max(hs) ? bdp : window_max(hs);
+	if (hs->opt.readahead && bdp / 2 > s->window)
+		s->window = bdp / 2 < window_max(hs) ? bdp / 2
+						    : window_max(hs);
 	s->ahead = hs->opt.readahead > s->window ? hs->opt.readahead
 						 : s->window;
+	/* over a long round trip a reach that doubles per wait costs a
+	 * round trip per doubling: start with two bandwidth-delay
+	 * products in flight (the stream is confirmed before any of it
+	 * is fetched) */
+	if (hs->opt.readahead && 2 * bdp > s->ahead)
+		s->ahead = 2 * bdp < lsq_http_ra_limit(hs) / 2
+				   ? 2 * bdp : lsq_http_ra_limit(hs) / 2;
 }
 
 /* Sequential detection (hs->mu held): the stream this read belongs to, or

@@ -59,6 +59,12 @@
 /* How long a stream rests while a reader waits on the network before it
  * looks again. */
 #define READER_NAP_NS (10000000ull)
+/* Reader transfers a span may start beside. One: a program that waits on
+ * one read at a time (a compiler faulting its pieces in) keeps a transfer
+ * in flight most of the time, and spans that yield to it leave the link
+ * idle for its round trips (bench/startup.sh gcc at 50 ms, 2026-11-26);
+ * more readers at once get the link to themselves. */
+#define READERS_ALONGSIDE 1u
 #define MAX_UNITS (1u << 22)
 
 struct bg_unit {
@@ -325,14 +331,15 @@ static bool link_wants_it(struct lsq_background *bg)
 	return false;
 }
 
-/* Whether a transfer other than ours is on the network now: a read
- * someone waits for, or the readahead and prefetch that serve readers. */
+/* Whether readers are on the network now beyond READERS_ALONGSIDE
+ * transfers: reads someone waits for, or the readahead and prefetch that
+ * serve them. */
 static bool others_on_network(struct lsq_background *bg)
 {
 	struct lsq_http_stats hs;
 
 	return lsq_source_http_get_stats(bg->img->src, &hs) == LSQ_OK &&
-	       hs.in_flight > atomic_load(&bg->in_flight);
+	       hs.in_flight > atomic_load(&bg->in_flight) + READERS_ALONGSIDE;
 }
 
 /* Wait for a profile prefetch in progress (its spans are surer bets) and

@@ -268,6 +268,8 @@ uint64_t lsq_http_trim_to_next_chunk(struct http_source *hs, uint64_t end,
 				     uint64_t ra);
 bool lsq_http_make_room(struct http_source *hs, uint64_t need,
 			const struct stream *keep);
+void lsq_http_stream_early(struct http_source *hs, uint64_t offset,
+			   size_t len, uint64_t window_end, uint64_t run_end);
 struct chunk *lsq_http_window_chunk(struct http_source *hs, uint64_t offset,
 				    size_t len, uint64_t w, uint64_t run_end,
 				    uint64_t *ra);

@@ -358,6 +358,33 @@ struct chunk *lsq_http_readahead_miss(struct http_source *hs,
 	return c;
 }
 
+/* A miss whose window starts a file that goes on for more than the
+ * window (hs->mu held): the stream the miss started is taken as
+ * sequential at once, up to the file's end, so the workers fetch past the
+ * window in the same round trip rather than after the reader's next read
+ * confirmed it. Not once readahead was found not to pay (need_run): then
+ * streams earn it by their reads again. */
+void lsq_http_stream_early(struct http_source *hs, uint64_t offset,
+			   size_t len, uint64_t window_end, uint64_t run_end)
+{
+	if (hs->need_run)
+		return;
+	for (unsigned i = 0; i < LSQ_HTTP_STREAMS; i++) {
+		struct stream *s = &hs->streams[i];
+
+		if (s->stamp != hs->clock || s->end != offset + len ||
+		    s->confirmed)
+			continue;
+		s->confirmed = true;
+		s->limit = run_end;
+		if (s->fetched_to < window_end)
+			s->fetched_to = window_end;
+		if (start_prefetchers(hs))
+			schedule_ahead(hs, s);
+		return;
+	}
+}
+
 /* Stop the prefetchers: queued jobs are dropped, running ones end
  * within the transfer timeouts. */
 void lsq_http_prefetch_stop(struct http_source *hs)

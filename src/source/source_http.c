@@ -170,8 +170,13 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 	w = lsq_latency_window_size(&hs->win);
 	if (hs->opt.readahead)
 		c = lsq_http_readahead_miss(hs, offset, len, &ra);
-	if (!c && w)
+	if (!c && w) {
 		c = lsq_http_window_chunk(hs, offset, len, w, run_end, &ra);
+		if (c && hs->opt.readahead && c->off == offset &&
+		    run_end > c->off + c->len)
+			lsq_http_stream_early(hs, offset, len, c->off + c->len,
+					      run_end);
+	}
 	if (!c) {
 		pthread_mutex_unlock(&hs->mu);
 		return lsq_http_fetch(hs, buf, len, offset, false);

@@ -96,10 +96,15 @@ def test_large_file_sequential(nginx, big_image, kernel_mount, mounts):
     print("\nsequential read of 200 MiB: %d requests, %d bytes (image %d)"
           % (len(entries), sent, size))
     # readahead: few large requests, no large re-fetch; keep-alive: the
-    # pool's few connections carry them all
+    # pools' few connections carry them all. A handle keeps its own
+    # connection (no cache shared across threads, which libcurl does not
+    # support): the readers' pool and the speculative one have
+    # max_connections (4) handles each at most.
     assert len(entries) < 600, len(entries)
     assert sent < size * 1.1
-    assert len({e["conn"] for e in entries}) <= 5, entries
+    conns = {e["conn"] for e in entries}
+    assert len(conns) <= 2 * 4, entries
+    assert len(entries) >= 4 * len(conns), (len(entries), conns)
 
 
 def test_random_reads_match(nginx, kernel_mount, mounts):

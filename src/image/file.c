@@ -376,6 +376,10 @@ struct size_words {
 	bool lookahead;
 	uint32_t head, count;    /* buffered: w[head .. head + count) */
 	uint64_t ahead_bytes;    /* on-disk bytes of the buffered blocks */
+	/* on-disk bytes of up to RUN_SCAN_WORDS words past the buffered
+	 * ones (data_run_end), worked out once per fill; UINT64_MAX: not
+	 * yet */
+	uint64_t beyond_bytes;
 	uint32_t w[WORD_WINDOW];
 };
 
@@ -402,6 +406,7 @@ static int words_fill(struct lsq_image *img, struct size_words *sw)
 		sw->ahead_bytes += SQUASHFS_BLOCK_ONDISK_SIZE(word);
 	}
 	sw->next_index += n;
+	sw->beyond_bytes = UINT64_MAX;
 	return LSQ_OK;
 }
 
@@ -424,7 +429,7 @@ static int words_next(struct lsq_image *img, struct size_words *sw,
  * reaches the network (lsq_source_hint_run_end_lazy). */
 struct data_run {
 	struct lsq_image *img;
-	const struct size_words *sw;
+	struct size_words *sw;
 	uint64_t pos;  /* where the block after this one starts */
 };
 
@@ -438,10 +443,10 @@ struct data_run {
 
 /* On-disk bytes of the file's words past the buffered ones, read with a
  * cursor of its own, stopping at max_bytes; 0 when there are none or
- * they cannot be read (the read that reaches them will say why). */
+ * they cannot be read (the read that reaches them will say why). Once
+ * per fill of the buffered words: every block of a read asks. */
 static uint64_t unbuffered_run_bytes(struct lsq_image *img,
-				     const struct size_words *sw,
-				     uint64_t max_bytes)
+				     struct size_words *sw)
 {
 	struct meta_cursor c = { .table = sw->cur->table,
 				 .block = sw->cur->block,
@@ -450,13 +455,16 @@ static uint64_t unbuffered_run_bytes(struct lsq_image *img,
 	uint32_t n = sw->nblocks - sw->next_index;
 	uint64_t bytes = 0;
 
+	if (sw->beyond_bytes != UINT64_MAX)
+		return sw->beyond_bytes;
 	if (n > RUN_SCAN_WORDS)
 		n = RUN_SCAN_WORDS;
 	if (n == 0 || lsq_meta_read(img, &c, raw, 4 * (size_t)n) != LSQ_OK)
 		n = 0;
-	for (uint32_t i = 0; i < n && bytes < max_bytes; i++)
+	for (uint32_t i = 0; i < n && bytes < RUN_SCAN_BYTES; i++)
 		bytes += SQUASHFS_BLOCK_ONDISK_SIZE(lsq_le32(raw + 4 * i));
 	lsq_meta_cursor_fini(&c);
+	sw->beyond_bytes = bytes;
 	return bytes;
 }
 
@@ -466,16 +474,17 @@ static uint64_t unbuffered_run_bytes(struct lsq_image *img,
 static uint64_t data_run_end(void *ctx)
 {
 	const struct data_run *r = ctx;
-	const struct size_words *sw = r->sw;
-	uint64_t pos = r->pos;
+	struct size_words *sw = r->sw;
+	uint64_t pos = r->pos, beyond;
 
-	if (!lsq_source_cache_shares_units(r->img->src))
-		return pos + sw->ahead_bytes +
-		       (sw->ahead_bytes < RUN_SCAN_BYTES
-				? unbuffered_run_bytes(r->img, sw,
-						       RUN_SCAN_BYTES -
-						       sw->ahead_bytes)
-				: 0);
+	if (!lsq_source_cache_shares_units(r->img->src)) {
+		if (sw->ahead_bytes >= RUN_SCAN_BYTES)
+			return pos + sw->ahead_bytes;
+		beyond = unbuffered_run_bytes(r->img, sw);
+		if (beyond > RUN_SCAN_BYTES - sw->ahead_bytes)
+			beyond = RUN_SCAN_BYTES - sw->ahead_bytes;
+		return pos + sw->ahead_bytes + beyond;
+	}
 	for (uint32_t i = 0; i < sw->count; i++) {
 		uint32_t size = SQUASHFS_BLOCK_ONDISK_SIZE(sw->w[sw->head + i]);
 
@@ -557,6 +566,7 @@ static int read_blocks(struct lsq_image *img, const struct lsq_inode *file,
 		.cur = cur,
 		.nblocks = nblocks,
 		.lookahead = img->src->reads_ahead,
+		.beyond_bytes = UINT64_MAX,
 	};
 	bool positioned = false;
 	int ret;

@@ -252,7 +252,7 @@ struct lsq_prefetch_options {
  * lists (text[0..len) is copied), in list order: the first thread resolves
  * the paths and plans extents, coalesced into ranges of up to a few MiB,
  * then opt->workers threads fetch them, earliest-needed first, through
- * lsq_source_cache_prefetch(). A read that needs a block in flight waits
+ * lsq_source_prefetch(). A read that needs a block in flight waits
  * for that fetch; nothing is fetched twice; a failed fetch only costs the
  * reader its own fetch. Entries missing from the image, or not regular
  * files, are skipped with one warning; an empty profile does nothing.
@@ -276,8 +276,9 @@ struct lsq_background_options {
 /* Fetch the image's data in the background, behind the readers: every
  * data and fragment block, first past the last one a reader loaded, then
  * in image order, in spans of span_bytes on the source's speculative
- * connections (lsq_source_cache_fetch_behind: readers never wait for
- * it), into the persistent cache when there is one, else the RAM cache.
+ * connections (lsq_source_prefetch, LSQ_PREFETCH_BACKGROUND: readers
+ * never wait for it), into the persistent cache when there is one, else
+ * the RAM cache.
  * Waits for a profile prefetch to finish first. Stops at the budget, at
  * lsq_image_close(), or after repeated failures (one warning); drops to
  * one stream when a span is slow. Start once the process will not fork

@@ -272,16 +272,19 @@ static int open_image(const struct lsq_mount_options *opt,
 	iopts = opt->image_opts;
 	err = lsq_mount_open_verifier(opt, src, &iopts.verifier, errbuf,
 				      sizeof(errbuf));
-	/* a signed image's blocks go to cache_dir's shared store; one that
+	/* each unit is hashed once as it is loaded, not on every read, and
+	 * a signed image's blocks go to cache_dir's shared store; one that
 	 * cannot be opened leaves the image's own cache file in charge */
-	if (!err && iopts.verifier &&
-	    lsq_source_cache_use_digests(src, lsq_verifier_digest,
-					 iopts.verifier, warn, sizeof(warn)))
-		lsq_warn("%s", warn);
-	/* each unit is hashed once as it is loaded, not on every read */
-	if (!err && iopts.verifier)
-		lsq_source_cache_check_units(src, lsq_verifier_check,
-					     iopts.verifier);
+	if (!err && iopts.verifier) {
+		struct lsq_unit_checks units = {
+			.digest_of = lsq_verifier_digest,
+			.check = lsq_verifier_check,
+			.ctx = iopts.verifier,
+		};
+
+		if (lsq_source_use_units(src, &units, warn, sizeof(warn)))
+			lsq_warn("%s", warn);
+	}
 	if (!err)
 		err = lsq_image_open(src, &iopts, img, errbuf, sizeof(errbuf));
 	if (err) {

@@ -15,8 +15,8 @@
  *     claimed, starting past the last block a reader loaded
  *     (img->read_pos; past the aligned latency window around it, which
  *     the reader's own miss fetches) when there is one, else the lowest
- *     unclaimed unit, and fetch it with lsq_source_cache_fetch_behind():
- *     the source's speculative connections, no reservations (a reader
+ *     unclaimed unit, and fetch it with lsq_source_prefetch()
+ *     (LSQ_PREFETCH_BACKGROUND): the source's speculative connections, no reservations (a reader
  *     never waits on a background range), units already kept skipped.
  *  3. stop when every unit was tried, the budget of fetched bytes is
  *     spent, the mount ends, or the origin keeps failing (after backing
@@ -312,13 +312,13 @@ static void nap(struct lsq_background *bg, uint64_t ns)
  * the source to have timed a few transfers. Under mu. */
 static bool link_wants_it(struct lsq_background *bg)
 {
-	struct lsq_http_stats hs;
+	struct lsq_link hs;
 
 	if (!bg->min_rtt_us)
 		return true;
 	for (;;) {
 		if (atomic_load(&bg->stop) ||
-		    lsq_source_http_get_stats(bg->img->src, &hs) != LSQ_OK)
+		    lsq_source_link(bg->img->src, &hs) != LSQ_OK)
 			return false;
 		if (hs.rtt_samples >= 3)
 			break;
@@ -336,9 +336,9 @@ static bool link_wants_it(struct lsq_background *bg)
  * serve them. */
 static bool others_on_network(struct lsq_background *bg)
 {
-	struct lsq_http_stats hs;
+	struct lsq_link hs;
 
-	return lsq_source_http_get_stats(bg->img->src, &hs) == LSQ_OK &&
+	return lsq_source_link(bg->img->src, &hs) == LSQ_OK &&
 	       hs.in_flight > atomic_load(&bg->in_flight) + READERS_ALONGSIDE;
 }
 
@@ -405,7 +405,8 @@ static void fetch(struct lsq_background *bg, unsigned stream)
 
 		t0 = now_ns();
 		atomic_fetch_add(&bg->in_flight, 1);
-		ret = lsq_source_cache_fetch_behind(bg->img->src, ext, n, &got);
+		ret = lsq_source_prefetch(bg->img->src, ext, n,
+					  LSQ_PREFETCH_BACKGROUND, &got);
 		atomic_fetch_sub(&bg->in_flight, 1);
 		took = now_ns() - t0;
 

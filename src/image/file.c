@@ -34,15 +34,18 @@ struct data_load {
 	struct lsq_image *img;
 	uint32_t size_word;
 	size_t out_cap;
+	struct lsq_run *run;
 };
 
 /* Decode the data block at offset (on-disk size word size_word) into
- * out[0..out_cap): read it, and decompress it unless stored raw. */
+ * out[0..out_cap): read it, and decompress it unless stored raw. run: as
+ * for lsq_data_block_load. */
 static int data_block_decode(struct lsq_image *img, uint64_t offset,
 			     uint32_t size_word, uint8_t *out, size_t out_cap,
-			     size_t *out_len)
+			     struct lsq_run *run, size_t *out_len)
 {
 	size_t disk = SQUASHFS_BLOCK_ONDISK_SIZE(size_word);
+	struct lsq_read rq;
 	uint8_t *raw;
 	int ret;
 
@@ -58,7 +61,9 @@ static int data_block_decode(struct lsq_image *img, uint64_t offset,
 		if (disk > out_cap)
 			return lsq_image_corrupt(img, LSQ_ERR_CORRUPT, offset,
 						 "uncompressed block larger than expected");
-		ret = lsq_image_read_unit(img, out, disk, offset);
+		rq = lsq_read_of(out, disk, offset);
+		rq.run = run;
+		ret = lsq_image_read_source(img, &rq);
 		if (!ret)
 			*out_len = disk;
 		return ret;
@@ -66,7 +71,9 @@ static int data_block_decode(struct lsq_image *img, uint64_t offset,
 	raw = lsq_scratch(LSQ_SCRATCH_RAW, disk);
 	if (!raw)
 		return LSQ_ERR_NOMEM;
-	ret = lsq_image_read_unit(img, raw, disk, offset);
+	rq = lsq_read_of(raw, disk, offset);
+	rq.run = run;
+	ret = lsq_image_read_source(img, &rq);
 	if (!ret) {
 		ret = lsq_codec_decompress(img->codec, raw, disk, out, out_cap,
 					   out_len);
@@ -79,7 +86,7 @@ static int data_block_decode(struct lsq_image *img, uint64_t offset,
 
 int lsq_data_block_load(struct lsq_image *img, uint64_t offset,
 			uint32_t size_word, size_t out_cap,
-			struct lsq_block **out)
+			struct lsq_run *run, struct lsq_block **out)
 {
 	struct lsq_block *blk = lsq_block_alloc(out_cap);
 	int ret;
@@ -90,7 +97,7 @@ int lsq_data_block_load(struct lsq_image *img, uint64_t offset,
 	atomic_store_explicit(&img->read_pos, offset + 1,
 			      memory_order_relaxed);
 	ret = data_block_decode(img, offset, size_word, blk->data, out_cap,
-				&blk->size);
+				run, &blk->size);
 	if (ret) {
 		lsq_block_put(blk);
 		return ret;
@@ -104,7 +111,7 @@ static int data_loader(void *ctx, uint64_t key, struct lsq_block **out)
 	struct data_load *dl = ctx;
 
 	return lsq_data_block_load(dl->img, key, dl->size_word, dl->out_cap,
-				   out);
+				   dl->run, out);
 }
 
 /* Fragment blocks a hint may reach past the one being loaded, at most. */
@@ -178,8 +185,9 @@ static uint64_t fragment_run_end(struct lsq_image *img, uint32_t index,
 		if (next >= img->frag_table.count ||
 		    lsq_lookup_table_read(img, &img->frag_table, next, e) ||
 		    lsq_le64(e) != end ||
-		    lsq_source_cache_holds(img->src, end,
-				SQUASHFS_BLOCK_ONDISK_SIZE(lsq_le32(e + 8))))
+		    lsq_source_held(img->src, end,
+				SQUASHFS_BLOCK_ONDISK_SIZE(lsq_le32(e + 8)),
+				LSQ_HELD_SHARED))
 			break;
 		end += SQUASHFS_BLOCK_ONDISK_SIZE(lsq_le32(e + 8));
 	}
@@ -190,6 +198,7 @@ int lsq_frag_loader(void *ctx, uint64_t index, struct lsq_block **out)
 {
 	struct lsq_image *img = ctx;
 	uint8_t e[SQUASHFS_FRAGMENT_ENTRY_SIZE];
+	struct lsq_run run = { 0 };
 	uint64_t start;
 	uint32_t word;
 	int ret;
@@ -201,13 +210,11 @@ int lsq_frag_loader(void *ctx, uint64_t index, struct lsq_block **out)
 	word = lsq_le32(e + 8);
 	if (!img->src->reads_ahead)
 		return lsq_data_block_load(img, start, word,
-					   img->sb.block_size, out);
-	lsq_source_hint_run_end(fragment_run_end(
-		img, (uint32_t)index, start, word,
-		fragment_ahead(img, (uint32_t)index)));
-	ret = lsq_data_block_load(img, start, word, img->sb.block_size, out);
-	lsq_source_hint_run_end(0);
-	return ret;
+					   img->sb.block_size, NULL, out);
+	run.end = fragment_run_end(img, (uint32_t)index, start, word,
+				   fragment_ahead(img, (uint32_t)index));
+	return lsq_data_block_load(img, start, word, img->sb.block_size, &run,
+				   out);
 }
 
 struct blockidx_load {
@@ -426,7 +433,7 @@ static int words_next(struct lsq_image *img, struct size_words *sw,
 }
 
 /* The run after a data block: its end is worked out only if a read
- * reaches the network (lsq_source_hint_run_end_lazy). */
+ * reaches the network (lsq_run_end). */
 struct data_run {
 	struct lsq_image *img;
 	struct size_words *sw;
@@ -477,7 +484,7 @@ static uint64_t data_run_end(void *ctx)
 	struct size_words *sw = r->sw;
 	uint64_t pos = r->pos, beyond;
 
-	if (!lsq_source_cache_shares_units(r->img->src)) {
+	if (!(lsq_source_keeps(r->img->src) & LSQ_HELD_SHARED)) {
 		if (sw->ahead_bytes >= RUN_SCAN_BYTES)
 			return pos + sw->ahead_bytes;
 		beyond = unbuffered_run_bytes(r->img, sw);
@@ -488,7 +495,8 @@ static uint64_t data_run_end(void *ctx)
 	for (uint32_t i = 0; i < sw->count; i++) {
 		uint32_t size = SQUASHFS_BLOCK_ONDISK_SIZE(sw->w[sw->head + i]);
 
-		if (size && lsq_source_cache_holds(r->img->src, pos, size))
+		if (size && lsq_source_held(r->img->src, pos, size,
+					    LSQ_HELD_SHARED))
 			return pos;
 		pos += size;
 	}
@@ -515,9 +523,9 @@ static int read_data_block(struct lsq_image *img,
 			   const struct lsq_inode *file, uint32_t index,
 			   uint64_t data_offset, uint32_t word,
 			   uint64_t block_len, uint8_t *dst, uint64_t in_block,
-			   size_t n)
+			   size_t n, struct lsq_run *run)
 {
-	struct data_load dl = { img, word, img->sb.block_size };
+	struct data_load dl = { img, word, img->sb.block_size, run };
 	struct lsq_block *blk;
 	size_t got;
 	int ret;
@@ -527,7 +535,7 @@ static int read_data_block(struct lsq_image *img,
 					     &blk);
 		if (ret == LSQ_ERR_NOT_FOUND) {
 			ret = data_block_decode(img, data_offset, word, dst, n,
-						&got);
+						run, &got);
 			if (!ret && got != n)
 				ret = short_block(img, file, index,
 						  data_offset, got, n);
@@ -605,20 +613,20 @@ static int read_blocks(struct lsq_image *img, const struct lsq_inode *file,
 			if (SQUASHFS_BLOCK_ONDISK_SIZE(word) == 0) {
 				memset(dst, 0, n); /* sparse block */
 			} else {
-				struct data_run run = {
+				struct data_run dr = {
 					img, &sw, data_offset +
 					SQUASHFS_BLOCK_ONDISK_SIZE(word)
 				};
+				struct lsq_run run = {
+					.fn = data_run_end, .ctx = &dr
+				};
 
-				if (sw.lookahead)
-					lsq_source_hint_run_end_lazy(
-						data_run_end, &run);
 				ret = read_data_block(img, file, index,
 						      data_offset, word,
 						      block_len, dst,
-						      in_block, n);
-				if (sw.lookahead)
-					lsq_source_hint_run_end(0);
+						      in_block, n,
+						      sw.lookahead ? &run
+								   : NULL);
 				if (ret)
 					return ret;
 			}

@@ -4,6 +4,7 @@
  * table bounds and caches, validated before anything is mounted.
  */
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -350,13 +351,19 @@ void lsq_image_close(struct lsq_image *img)
 	free(img);
 }
 
+int lsq_image_read_source(struct lsq_image *img, struct lsq_read *rq)
+{
+	if (img->verifier)
+		return lsq_verifier_read(img->verifier, img->src, rq);
+	return lsq_source_read(img->src, rq);
+}
+
 int lsq_image_read_unit(struct lsq_image *img, void *buf, size_t len,
 			uint64_t offset)
 {
-	if (img->verifier)
-		return lsq_verifier_read(img->verifier, img->src, buf, len,
-					 offset);
-	return lsq_source_read_at(img->src, buf, len, offset);
+	struct lsq_read rq = lsq_read_of(buf, len, offset);
+
+	return lsq_image_read_source(img, &rq);
 }
 
 const struct lsq_image_info *lsq_image_info(const struct lsq_image *img)
@@ -398,12 +405,72 @@ static void cache_counters(struct lsq_block_cache *cache, uint64_t *hits,
 	*bytes = cs.bytes;
 }
 
+/* The source layers' counters (lsq_source_counters) as fields of
+ * struct lsq_image_stats; layers that report one name add up. */
+#define SOURCE_COUNTER(f) { #f, offsetof(struct lsq_image_stats, f) }
+static const struct {
+	const char *name;
+	size_t at;
+} source_counters[] = {
+	SOURCE_COUNTER(block_cache_hits),
+	SOURCE_COUNTER(block_cache_misses),
+	SOURCE_COUNTER(block_cache_evictions),
+	SOURCE_COUNTER(block_cache_bytes),
+	SOURCE_COUNTER(disk_cache_hits),
+	SOURCE_COUNTER(disk_cache_misses),
+	SOURCE_COUNTER(disk_cache_writes),
+	SOURCE_COUNTER(disk_cache_corrupt),
+	SOURCE_COUNTER(disk_cache_evictions),
+	SOURCE_COUNTER(disk_cache_bytes),
+	SOURCE_COUNTER(cas_hits),
+	SOURCE_COUNTER(cas_misses),
+	SOURCE_COUNTER(cas_writes),
+	SOURCE_COUNTER(cas_evictions),
+	SOURCE_COUNTER(cas_bytes),
+	SOURCE_COUNTER(metadata_pinned_bytes),
+	SOURCE_COUNTER(prefetch_requests),
+	SOURCE_COUNTER(prefetch_bytes),
+	SOURCE_COUNTER(prefetch_failures),
+	SOURCE_COUNTER(prefetch_blocks),
+	SOURCE_COUNTER(prefetch_hits),
+	SOURCE_COUNTER(prefetch_hit_bytes),
+	SOURCE_COUNTER(background_requests),
+	SOURCE_COUNTER(background_bytes),
+	SOURCE_COUNTER(background_failures),
+	SOURCE_COUNTER(background_blocks),
+	SOURCE_COUNTER(background_hits),
+	SOURCE_COUNTER(background_hit_bytes),
+	SOURCE_COUNTER(http_requests),
+	SOURCE_COUNTER(http_bytes),
+	SOURCE_COUNTER(http_retries),
+	SOURCE_COUNTER(http_failures),
+	SOURCE_COUNTER(http_memory_hits),
+	SOURCE_COUNTER(http_readahead_bytes),
+	SOURCE_COUNTER(http_in_flight),
+	SOURCE_COUNTER(http_rtt_us),
+	SOURCE_COUNTER(http_windows),
+	SOURCE_COUNTER(http_window_hits),
+	SOURCE_COUNTER(http_buffer_bytes),
+	SOURCE_COUNTER(http_url_renewals),
+	SOURCE_COUNTER(http_url_failures),
+};
+
+static void add_source_counter(void *ctx, const char *name, uint64_t value,
+			       enum lsq_counter_kind kind)
+{
+	(void)kind;
+	for (size_t i = 0;
+	     i < sizeof(source_counters) / sizeof(source_counters[0]); i++)
+		if (strcmp(source_counters[i].name, name) == 0) {
+			*(uint64_t *)((char *)ctx + source_counters[i].at) +=
+				value;
+			return;
+		}
+}
+
 void lsq_image_get_stats(const struct lsq_image *img,
 			 struct lsq_image_stats *out)
 {
-	struct lsq_cache_stats ls;
-	struct lsq_http_stats hs;
-
 	memset(out, 0, sizeof(*out));
 	out->source_reads = atomic_load(&img->src->stats.reads);
 	out->source_bytes = atomic_load(&img->src->stats.bytes_read);
@@ -418,36 +485,7 @@ void lsq_image_get_stats(const struct lsq_image *img,
 		       &out->frag_evictions, &out->frag_bytes);
 	lsq_codec_get_stats(img->codec, &out->decompress_calls,
 			    &out->decompress_ns);
-	if (lsq_source_cache_get_stats(img->src, &ls) == LSQ_OK) {
-		out->block_cache_hits = ls.ram_hits;
-		out->block_cache_misses = ls.ram_misses;
-		out->block_cache_evictions = ls.ram_evictions;
-		out->block_cache_bytes = ls.ram_bytes;
-		out->disk_cache_hits = ls.disk_hits;
-		out->disk_cache_misses = ls.disk_misses;
-		out->disk_cache_writes = ls.disk_writes;
-		out->disk_cache_corrupt = ls.disk_corrupt;
-		out->disk_cache_evictions = ls.disk_evictions;
-		out->disk_cache_bytes = ls.disk_bytes;
-		out->cas_hits = ls.cas_hits;
-		out->cas_misses = ls.cas_misses;
-		out->cas_writes = ls.cas_writes;
-		out->cas_evictions = ls.cas_evictions;
-		out->cas_bytes = ls.cas_bytes;
-		out->metadata_pinned_bytes = ls.pinned_bytes;
-		out->prefetch_requests = ls.prefetch_requests;
-		out->prefetch_bytes = ls.prefetch_bytes;
-		out->prefetch_failures = ls.prefetch_failures;
-		out->prefetch_blocks = ls.prefetch_blocks;
-		out->prefetch_hits = ls.prefetch_hits;
-		out->prefetch_hit_bytes = ls.prefetch_hit_bytes;
-		out->background_requests = ls.background_requests;
-		out->background_bytes = ls.background_bytes;
-		out->background_failures = ls.background_failures;
-		out->background_blocks = ls.background_blocks;
-		out->background_hits = ls.background_hits;
-		out->background_hit_bytes = ls.background_hit_bytes;
-	}
+	lsq_source_counters(img->src, add_source_counter, out);
 	lsq_prefetch_add_stats(img->prefetch, out);
 	lsq_background_add_stats(img->background, out);
 	if (img->verifier) {
@@ -459,20 +497,5 @@ void lsq_image_get_stats(const struct lsq_image *img,
 		out->verify_mismatches = vs.mismatches;
 		out->verify_refetches = vs.refetches;
 		out->verify_refused = vs.refused;
-	}
-	if (lsq_source_http_get_stats(img->src, &hs) == LSQ_OK) {
-		out->http_requests = hs.requests;
-		out->http_bytes = hs.bytes_fetched;
-		out->http_retries = hs.retries;
-		out->http_failures = hs.failures;
-		out->http_memory_hits = hs.cache_hits;
-		out->http_readahead_bytes = hs.readahead_bytes;
-		out->http_in_flight = hs.in_flight;
-		out->http_rtt_us = hs.rtt_us;
-		out->http_windows = hs.windows;
-		out->http_window_hits = hs.window_hits;
-		out->http_buffer_bytes = hs.buffer_bytes;
-		out->http_url_renewals = hs.url_renewals;
-		out->http_url_failures = hs.url_failures;
 	}
 }

@@ -134,10 +134,11 @@ void lsq_lookup_table_free(struct lookup_table *t);
 
 /* Read a data or fragment block of on-disk size word 'size_word' at
  * absolute offset and decompress it into a new block of up to out_cap
- * bytes (referenced, caller puts). */
+ * bytes (referenced, caller puts). run: the run of data it belongs to
+ * (lsq_read.run), or NULL. */
 int lsq_data_block_load(struct lsq_image *img, uint64_t offset,
 			uint32_t size_word, size_t out_cap,
-			struct lsq_block **out);
+			struct lsq_run *run, struct lsq_block **out);
 
 /* Loaders registered with the caches. */
 int lsq_meta_loader(void *ctx, uint64_t key, struct lsq_block **out);
@@ -146,6 +147,8 @@ int lsq_frag_loader(void *ctx, uint64_t key, struct lsq_block **out);
 /* Report corruption once per (offset) and return err. */
 /* Read one unit of the image (a block, a table's index, the superblock):
  * checked against the signed manifest when there is one. */
+int lsq_image_read_source(struct lsq_image *img, struct lsq_read *rq);
+/* The same for a plain request. */
 int lsq_image_read_unit(struct lsq_image *img, void *buf, size_t len,
 			uint64_t offset);
 

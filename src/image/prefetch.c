@@ -17,9 +17,9 @@
  *     profile of an image packed in profile order is a few large
  *     requests; order the spans by the earliest entry they serve.
  *  3. fetch: `workers` threads take spans in that order, one request
- *     each, through lsq_source_cache_prefetch(), which reserves every
- *     unit in the RAM cache first (a reader of one waits for the span
- *     instead of fetching it again).
+ *     each, through lsq_source_prefetch() (LSQ_PREFETCH_RESERVE), which
+ *     reserves every unit in the RAM cache first (a reader of one
+ *     waits for the span instead of fetching it again).
  *
  * Nothing here can fail a read or the mount: a failed span is counted
  * and its readers fetch for themselves.
@@ -330,7 +330,8 @@ static void fetch_spans(struct lsq_prefetch *pf)
 				ext[j] = (struct lsq_extent){ u->offset,
 							      u->len };
 			}
-			lsq_source_cache_prefetch(pf->img->src, ext, n);
+			lsq_source_prefetch(pf->img->src, ext, n,
+					    LSQ_PREFETCH_RESERVE, NULL);
 			done += n;
 		}
 		atomic_fetch_add(&pf->spans_done, 1);
@@ -471,6 +472,19 @@ void lsq_prefetch_add_stats(const struct lsq_prefetch *pf,
  * source's probe holds): only a record's header of the unit's length is
  * worth fetching the unit for. A forged header costs that fetch, never
  * unchecked bytes. */
+/* A read of the record no layer keeps a copy of: caches key ranges by
+ * offset, and on an image without a record this offset is the first data
+ * block's, which a 16-byte entry would shadow. Remote sources hold these
+ * bytes from their probe anyway. */
+static int read_one_off(struct lsq_source *src, void *buf, size_t len,
+			uint64_t at)
+{
+	struct lsq_read rq = lsq_read_of(buf, len, at);
+
+	rq.one_off = true;
+	return lsq_source_read(src, &rq);
+}
+
 static int signed_profile(struct lsq_image *img, struct lsq_source *src,
 			  uint64_t at, char **text, size_t *len)
 {
@@ -483,7 +497,7 @@ static int signed_profile(struct lsq_image *img, struct lsq_source *src,
 
 	if (!e || e->length < LSQ_PROFILE_RECORD_HEADER)
 		return LSQ_ERR_NOT_FOUND;
-	ret = lsq_source_read_at(src, h, sizeof(h), at);
+	ret = read_one_off(src, h, sizeof(h), at);
 	if (!ret)
 		ret = lsq_profile_record_decode(h, &n, &crc);
 	if (ret)
@@ -512,11 +526,7 @@ static int signed_profile(struct lsq_image *img, struct lsq_source *src,
 
 int lsq_image_stored_profile(struct lsq_image *img, char **text, size_t *len)
 {
-	/* Around the caching layer: it keys ranges by offset, and on an
-	 * image without a record this offset is the first data block's,
-	 * which a 16-byte entry would shadow. Remote sources hold these
-	 * bytes from their probe anyway. */
-	struct lsq_source *src = (struct lsq_source *)lsq_source_unwrap(img->src);
+	struct lsq_source *src = img->src;
 	uint64_t at = lsq_profile_record_offset(img->comp_opts_block);
 	uint8_t h[LSQ_PROFILE_RECORD_HEADER];
 	uint32_t n, crc;
@@ -527,7 +537,7 @@ int lsq_image_stored_profile(struct lsq_image *img, char **text, size_t *len)
 		return LSQ_ERR_NOT_FOUND;
 	if (img->verifier)
 		return signed_profile(img, src, at, text, len);
-	ret = lsq_source_read_at(src, h, sizeof(h), at);
+	ret = read_one_off(src, h, sizeof(h), at);
 	if (ret)
 		return ret;
 	ret = lsq_profile_record_decode(h, &n, &crc);
@@ -538,7 +548,7 @@ int lsq_image_stored_profile(struct lsq_image *img, char **text, size_t *len)
 	buf = malloc(n ? n : 1);
 	if (!buf)
 		return LSQ_ERR_NOMEM;
-	ret = lsq_source_read_at(src, buf, n, at + LSQ_PROFILE_RECORD_HEADER);
+	ret = read_one_off(src, buf, n, at + LSQ_PROFILE_RECORD_HEADER);
 	if (!ret && !lsq_profile_record_check(buf, n, crc))
 		ret = LSQ_ERR_CORRUPT;
 	if (ret) {

@@ -296,8 +296,11 @@ bool lsq_verifier_check(void *ctx, const void *buf, size_t len,
 }
 
 int lsq_verifier_read(struct lsq_verifier *v, struct lsq_source *src,
-		      void *buf, size_t len, uint64_t offset)
+		      struct lsq_read *rq)
 {
+	void *buf = rq->buf;
+	size_t len = rq->len;
+	uint64_t offset = rq->offset;
 	const struct lsq_manifest_entry *e = lsq_manifest_find(&v->m, offset);
 	const char *bad, *fresh;  /* where the two copies came from */
 	int ret;
@@ -310,12 +313,12 @@ int lsq_verifier_read(struct lsq_verifier *v, struct lsq_source *src,
 			     src->name, len, offset);
 		return LSQ_ERR_CORRUPT;
 	}
-	ret = lsq_source_read_at(src, buf, len, offset);
+	ret = lsq_source_read(src, rq);
 	if (ret)
 		return ret;
 	/* a copy the caching layer checked with lsq_verifier_check() when it
 	 * loaded it is not hashed again */
-	if (lsq_source_checked()) {
+	if (rq->checked) {
 		atomic_fetch_add_explicit(&v->units, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&v->reused, 1, memory_order_relaxed);
 		return LSQ_OK;
@@ -325,9 +328,9 @@ int lsq_verifier_read(struct lsq_verifier *v, struct lsq_source *src,
 		return LSQ_OK;
 	}
 	atomic_fetch_add_explicit(&v->mismatches, 1, memory_order_relaxed);
-	bad = lsq_source_origin();
-	ret = lsq_source_refetch(src, buf, len, offset);
-	fresh = lsq_source_origin();
+	bad = rq->origin;
+	ret = lsq_source_refetch(src, rq);
+	fresh = rq->origin;
 	if (ret == LSQ_OK && matches(e, buf, len)) {
 		atomic_fetch_add_explicit(&v->refetches, 1,
 					  memory_order_relaxed);

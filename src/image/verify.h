@@ -50,24 +50,23 @@ const struct lsq_manifest_entry *
 lsq_verifier_unit(const struct lsq_verifier *v, uint64_t offset);
 
 /* The digest of the unit [offset, offset+len), or NULL when the manifest
- * lists no unit of that length there (an lsq_unit_digest_fn; ctx is the
+ * lists no unit of that length there (lsq_unit_checks.digest_of; ctx is the
  * verifier): what the cache_dir's content-addressed store keys it by. */
 const uint8_t *lsq_verifier_digest(void *ctx, uint64_t offset, size_t len);
 
 /* Whether buf is the unit [offset, offset+len) with its listed digest (an
- * lsq_unit_check_fn; ctx is the verifier): what the caching layer checks
- * each unit with once, as it loads it (lsq_source_cache_check_units). */
+ * lsq_unit_checks.check; ctx is the verifier): what the store layer checks
+ * each unit with once, as it loads it (lsq_source_use_units). */
 bool lsq_verifier_check(void *ctx, const void *buf, size_t len,
 			uint64_t offset);
 
-/* Read the unit [offset, offset+len) from src into buf and check it (see
- * above); a copy the caching layer has checked (lsq_source_checked) is
- * taken as it is. LSQ_ERR_CORRUPT, with one logged line naming the
+/* Read the unit rq asks for from src and check it (see above); a copy
+ * the caching layer has checked (rq->checked) is taken as it is. LSQ_ERR_CORRUPT, with one logged line naming the
  * offset and the source, for a range that is not a listed unit or whose
  * bytes do not match after the refetch; the source's errors as they
  * are. */
 int lsq_verifier_read(struct lsq_verifier *v, struct lsq_source *src,
-		      void *buf, size_t len, uint64_t offset);
+		      struct lsq_read *rq);
 
 struct lsq_verify_stats {
 	uint64_t units;      /* units checked and good */

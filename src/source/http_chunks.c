@@ -6,7 +6,7 @@
  * recently used. A chunk is immutable once ready; readers hold refs while
  * they copy outside the lock. Once threads run, every call here is made
  * with hs->mu held. Apart from the readahead (http_readahead.c), which
- * decides what to load into them, and from read_at, which looks them up.
+ * decides what to load into them, and from the read, which looks them up.
  */
 #include <pthread.h>
 #include <stdbool.h>

@@ -232,7 +232,7 @@ double lsq_http_backoff(struct http_source *hs, unsigned attempt,
 			double retry_after);
 void lsq_http_transfer(struct xfer *x, const struct curl_slist *headers);
 int lsq_http_fetch(struct http_source *hs, uint8_t *buf, size_t len,
-		   uint64_t off, bool speculative);
+		   uint64_t off, bool speculative, const char **origin);
 bool lsq_http_s3_refused(const struct xfer *x);
 int lsq_http_s3_reload(struct http_source *hs, unsigned gen,
 		       const char *why);
@@ -277,10 +277,11 @@ struct chunk *lsq_http_window_chunk(struct http_source *hs, uint64_t offset,
 /* ---- http_readahead.c: sequential streams, prefetch workers ---- */
 
 void lsq_http_note_hit(struct http_source *hs, struct chunk *c,
-		       uint64_t offset, size_t len, bool waited);
+		       uint64_t offset, size_t len, uint64_t run_end,
+		       bool waited);
 struct chunk *lsq_http_readahead_miss(struct http_source *hs,
 				      uint64_t offset, size_t len,
-				      uint64_t *beyond);
+				      uint64_t run_end, uint64_t *beyond);
 void lsq_http_prefetch_stop(struct http_source *hs);
 
 #endif

@@ -3,7 +3,7 @@
  * http_readahead.c - reading ahead of sequential readers: the streams
  * (which read continues which, which stream is confirmed, whether reading
  * ahead pays for it, where its reader's file ends) and the prefetch
- * workers that keep windows loading in the background. read_at tells it
+ * workers that keep windows loading in the background. the read tells it
  * of every hit (lsq_http_note_hit()) and asks it on a miss
  * (lsq_http_readahead_miss()); the chunks it loads are http_chunks.c's.
  * Apart because it is policy that neither the memory nor the transport
@@ -18,14 +18,14 @@
 #include "lsq/source.h"
 #include "source/http_internal.h"
 
-/* What the reader's thread said of the file it reads: readahead stays in
- * it. A read without a hint (not a file's data: tables, the superblock)
- * leaves the stream's limit as it was, so it cannot let readahead run
- * past the end of the file the stream was reading. */
-static void stream_take_hint(struct stream *s, uint64_t offset)
+/* The end of the run the reader's read belongs to (lsq_read.run), where
+ * its file ends: readahead stays in it. A read of no run (not a file's
+ * data: tables, the superblock) leaves the stream's limit as it was, so
+ * it cannot let readahead run past the end of the file the stream was
+ * reading. */
+static void stream_take_run_end(struct stream *s, uint64_t offset,
+				uint64_t end)
 {
-	uint64_t end = lsq_source_run_end();
-
 	if (end > offset)
 		s->limit = end;
 }
@@ -72,9 +72,9 @@ static void stream_start_window(struct http_source *hs, struct stream *s)
  * window. Only a read that starts exactly at the end (*exact) confirms the
  * stream and earns a window on a miss; a stream never confirmed (random
  * reads that happen to land close) never fetches ahead. A stream the read
- * belongs to takes its reader's run-end hint. */
+ * belongs to takes its reader's run end. */
 static struct stream *stream_advance(struct http_source *hs, uint64_t off,
-				     size_t len, bool *exact)
+				     size_t len, uint64_t run_end, bool *exact)
 {
 	struct stream *oldest = &hs->streams[0];
 
@@ -95,7 +95,7 @@ static struct stream *stream_advance(struct http_source *hs, uint64_t off,
 			if (off + len > s->end)
 				s->end = off + len;
 			s->stamp = hs->clock;
-			stream_take_hint(s, off);
+			stream_take_run_end(s, off, run_end);
 			return s;
 		}
 		if (s->stamp < oldest->stamp)
@@ -274,7 +274,7 @@ static void *prefetch_worker(void *arg)
 			hs->queue_tail = NULL;
 		c->qnext = NULL;
 		pthread_mutex_unlock(&hs->mu);
-		ret = lsq_http_fetch(hs, c->data, c->len, c->off, true);
+		ret = lsq_http_fetch(hs, c->data, c->len, c->off, true, NULL);
 		if (ret == LSQ_OK)
 			atomic_fetch_add_explicit(&hs->readahead_bytes, c->len,
 						  memory_order_relaxed);
@@ -288,7 +288,7 @@ static void *prefetch_worker(void *arg)
 
 /* A read served from memory: LRU, then the reader's stream (hs->mu). */
 void lsq_http_note_hit(struct http_source *hs, struct chunk *c, uint64_t offset,
-		       size_t len, bool waited)
+		       size_t len, uint64_t run_end, bool waited)
 {
 	struct stream *s;
 	bool exact;
@@ -306,7 +306,7 @@ void lsq_http_note_hit(struct http_source *hs, struct chunk *c, uint64_t offset,
 	}
 	if (c->pinned || !hs->opt.readahead)
 		return;
-	s = stream_advance(hs, offset, len, &exact);
+	s = stream_advance(hs, offset, len, run_end, &exact);
 	if (!s || !s->confirmed)
 		return;
 	s->spec_used += len;
@@ -324,14 +324,14 @@ void lsq_http_note_hit(struct http_source *hs, struct chunk *c, uint64_t offset,
  * room. The prefetch workers keep loading further ahead of the stream. */
 struct chunk *lsq_http_readahead_miss(struct http_source *hs,
 				      uint64_t offset, size_t len,
-				      uint64_t *beyond)
+				      uint64_t run_end, uint64_t *beyond)
 {
 	struct stream *s;
 	struct chunk *c = NULL;
 	uint64_t ra = 0;
 	bool exact;
 
-	s = stream_advance(hs, offset, len, &exact);
+	s = stream_advance(hs, offset, len, run_end, &exact);
 	if (s && (!s->confirmed || !worth_reading_ahead(hs, s)))
 		s = NULL;
 	if (s && exact) {

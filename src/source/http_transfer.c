@@ -577,9 +577,11 @@ static void not_before(struct http_source *hs, double s)
 }
 
 /* Fetch [off, off+len) of the image (source coordinates) into buf, with
- * retries and mirror failover. speculative (readahead): one try, quiet. */
+ * retries and mirror failover. speculative (readahead): one try, quiet.
+ * *origin (when origin is not NULL): the mirror that answered, where
+ * there are several. */
 int lsq_http_fetch(struct http_source *hs, uint8_t *buf, size_t len,
-		   uint64_t off, bool speculative)
+		   uint64_t off, bool speculative, const char **origin)
 {
 	/* A failed readahead costs nothing: the reader fetches for itself,
 	 * with retries, and reports. */
@@ -618,8 +620,8 @@ int lsq_http_fetch(struct http_source *hs, uint8_t *buf, size_t len,
 		lsq_http_transfer(&x, m->headers);
 		if (x.verdict == V_OK) {
 			/* which copy of the image, for a verifier's message */
-			if (hs->nmirrors > 1)
-				lsq_source_note_origin(m->shown);
+			if (hs->nmirrors > 1 && origin)
+				*origin = m->shown;
 			return LSQ_OK;
 		}
 		if (x.verdict == V_CHANGED) {

@@ -1,31 +1,38 @@
 /* SPDX-License-Identifier: MIT */
 /* source.c - dispatch and accounting shared by every byte source. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/checked_math.h"
 #include "common/long_work.h"
 #include "lsq/error.h"
 #include "lsq/source.h"
+#include "source/layer.h"
 
-int lsq_source_read_at(struct lsq_source *src, void *buf, size_t len,
-		       uint64_t offset)
+/* l = the first layer from src down that has the optional operation
+ * op, or NULL. */
+#define FIND_LAYER(l, src, op)                                     \
+	for ((l) = (src); (l) && !(l)->ops->op; (l) = (l)->inner) \
+		;
+
+int lsq_source_read(struct lsq_source *src, struct lsq_read *rq)
 {
 	int ret;
 
 	/* Checked once here so no implementation can forget it. */
-	if (lsq_range_outside(offset, len, src->size))
+	if (lsq_range_outside(rq->offset, rq->len, src->size))
 		return LSQ_ERR_OUT_OF_BOUNDS;
-	if (len == 0)
+	rq->origin = NULL;
+	rq->checked = false;
+	if (rq->len == 0)
 		return LSQ_OK;
-	lsq_source_note_origin(NULL);
-	lsq_source_note_checked(false);
 	/* a fetch may wait, and wake us, for long */
 	lsq_long_work_ahead(LSQ_WORK_READ);
-	ret = src->ops->read_at(src, buf, len, offset);
+	ret = src->ops->read(src, rq);
 	lsq_long_work_done(LSQ_WORK_READ);
 	atomic_fetch_add_explicit(&src->stats.reads, 1, memory_order_relaxed);
 	if (ret == LSQ_OK)
-		atomic_fetch_add_explicit(&src->stats.bytes_read, len,
+		atomic_fetch_add_explicit(&src->stats.bytes_read, rq->len,
 					  memory_order_relaxed);
 	else
 		atomic_fetch_add_explicit(&src->stats.failures, 1,
@@ -33,29 +40,41 @@ int lsq_source_read_at(struct lsq_source *src, void *buf, size_t len,
 	return ret;
 }
 
-int lsq_source_refetch(struct lsq_source *src, void *buf, size_t len,
+int lsq_source_read_at(struct lsq_source *src, void *buf, size_t len,
 		       uint64_t offset)
 {
+	struct lsq_read rq = lsq_read_of(buf, len, offset);
+
+	return lsq_source_read(src, &rq);
+}
+
+int lsq_source_refetch(struct lsq_source *src, struct lsq_read *rq)
+{
+	struct lsq_source *l;
 	int ret;
 
-	if (!src->ops->refetch)
-		return lsq_source_read_at(src, buf, len, offset);
-	if (lsq_range_outside(offset, len, src->size))
+	FIND_LAYER(l, src, refetch);
+	if (!l)
+		return lsq_source_read(src, rq);
+	if (lsq_range_outside(rq->offset, rq->len, src->size))
 		return LSQ_ERR_OUT_OF_BOUNDS;
-	if (len == 0)
+	rq->origin = NULL;
+	rq->checked = false;
+	if (rq->len == 0)
 		return LSQ_OK;
-	lsq_source_note_origin(NULL);
-	lsq_source_note_checked(false);
 	lsq_long_work_ahead(LSQ_WORK_READ);
-	ret = src->ops->refetch(src, buf, len, offset);
+	ret = l->ops->refetch(l, rq);
 	lsq_long_work_done(LSQ_WORK_READ);
 	return ret;
 }
 
 void lsq_source_advise(struct lsq_source *src, uint64_t offset, uint64_t len)
 {
-	if (src->ops->advise)
-		src->ops->advise(src, offset, len);
+	struct lsq_source *l;
+
+	FIND_LAYER(l, src, advise);
+	if (l)
+		l->ops->advise(l, offset, len);
 }
 
 void lsq_source_destroy(struct lsq_source *src)
@@ -67,68 +86,128 @@ void lsq_source_destroy(struct lsq_source *src)
 	}
 }
 
-static _Thread_local uint64_t run_end_hint;
-static _Thread_local lsq_run_end_fn run_end_fn;
-static _Thread_local void *run_end_ctx;
-
-void lsq_source_hint_run_end(uint64_t end)
+uint64_t lsq_run_end(struct lsq_run *run)
 {
-	run_end_hint = end;
-	run_end_fn = NULL;
-}
+	if (!run)
+		return 0;
+	if (run->fn) {  /* once per run */
+		lsq_run_end_fn fn = run->fn;
 
-void lsq_source_hint_run_end_lazy(lsq_run_end_fn fn, void *ctx)
-{
-	run_end_hint = 0;
-	run_end_fn = fn;
-	run_end_ctx = ctx;
-}
-
-uint64_t lsq_source_run_end(void)
-{
-	if (run_end_fn) {  /* once per hint */
-		lsq_run_end_fn fn = run_end_fn;
-
-		/* cleared first: fn may read metadata, and that read must
-		 * not ask fn again */
-		run_end_fn = NULL;
-		run_end_hint = fn(run_end_ctx);
+		run->fn = NULL;
+		run->end = fn(run->ctx);
 	}
-	return run_end_hint;
+	return run->end;
 }
 
-static _Thread_local bool speculative_reads;
-
-void lsq_source_hint_speculative(bool on)
+static void advise_span(struct lsq_source *src, const struct lsq_extent *ext,
+			size_t n)
 {
-	speculative_reads = on;
+	uint64_t lo = UINT64_MAX, hi = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (ext[i].offset < lo)
+			lo = ext[i].offset;
+		if (ext[i].offset + ext[i].len > hi)
+			hi = ext[i].offset + ext[i].len;
+	}
+	if (hi > lo)
+		lsq_source_advise(src, lo, hi - lo);
 }
 
-bool lsq_source_speculative(void)
+int lsq_source_prefetch(struct lsq_source *src, const struct lsq_extent *ext,
+			size_t n, enum lsq_prefetch_mode mode,
+			uint64_t *fetched)
 {
-	return speculative_reads;
+	struct lsq_source *l;
+	uint64_t ignored;
+
+	FIND_LAYER(l, src, prefetch);
+	if (!fetched)
+		fetched = &ignored;
+	*fetched = 0;
+	if (n == 0)
+		return LSQ_OK;
+	if (l)
+		return l->ops->prefetch(l, ext, n, mode, fetched);
+	/* nowhere to keep it: let the source read it ahead (a local
+	 * file's page cache) */
+	if (mode == LSQ_PREFETCH_RESERVE)
+		advise_span(src, ext, n);
+	return LSQ_OK;
 }
 
-static _Thread_local const char *last_origin;
-
-void lsq_source_note_origin(const char *where)
+unsigned lsq_source_held(struct lsq_source *src, uint64_t offset, size_t len,
+			 unsigned which)
 {
-	last_origin = where;
+	unsigned bits = 0;
+
+	for (; src; src = src->inner)
+		if (src->ops->held && src->ops->keeps &&
+		    (src->ops->keeps(src) & which))
+			bits |= src->ops->held(src, offset, len);
+	return bits & which;
 }
 
-const char *lsq_source_origin(void)
+unsigned lsq_source_keeps(const struct lsq_source *src)
 {
-	return last_origin;
+	unsigned bits = 0;
+
+	for (; src; src = src->inner)
+		if (src->ops->keeps)
+			bits |= src->ops->keeps(src);
+	return bits;
 }
 
-static _Thread_local bool served_checked;
-
-void lsq_source_note_checked(bool checked)
+void lsq_source_counters(const struct lsq_source *src, lsq_counter_fn fn,
+			 void *ctx)
 {
-	served_checked = checked;
+	for (; src; src = src->inner)
+		if (src->ops->counters)
+			src->ops->counters(src, fn, ctx);
 }
 
-bool lsq_source_checked(void)
+int lsq_source_link(const struct lsq_source *src, struct lsq_link *out)
 {
-	return served_checked;
+	const struct lsq_source *l;
+
+	FIND_LAYER(l, src, link);
+	return l ? l->ops->link(l, out) : LSQ_ERR_INVALID;
+}
+
+void lsq_source_allow_threads(struct lsq_source *src)
+{
+	for (; src; src = src->inner)
+		if (src->ops->allow_threads)
+			src->ops->allow_threads(src);
+}
+
+int lsq_source_use_units(struct lsq_source *src,
+			 const struct lsq_unit_checks *units, char *warn,
+			 size_t warnlen)
+{
+	struct lsq_source *l;
+
+	FIND_LAYER(l, src, use_units);
+	if (warnlen)
+		warn[0] = '\0';
+	return l ? l->ops->use_units(l, units, warn, warnlen) : LSQ_OK;
+}
+
+int lsq_layer_init(struct lsq_source *layer, const struct lsq_source_ops *ops,
+		   struct lsq_source *inner)
+{
+	layer->ops = ops;
+	layer->size = inner->size;
+	layer->reads_ahead = inner->reads_ahead;
+	layer->name = strdup(inner->name ? inner->name : "");
+	if (!layer->name)
+		return LSQ_ERR_NOMEM;
+	layer->inner = inner;
+	return LSQ_OK;
+}
+
+void lsq_layer_fini(struct lsq_source *layer)
+{
+	lsq_source_destroy(layer->inner);
+	free(layer->name);
 }

@@ -19,13 +19,13 @@ struct file_source {
 	uint64_t base_offset;
 };
 
-static int file_read_at(struct lsq_source *src, void *buf, size_t len,
-			uint64_t offset)
+static int file_read(struct lsq_source *src, struct lsq_read *rq)
 {
 	struct file_source *fs = (struct file_source *)src;
-	uint8_t *p = buf;
+	uint8_t *p = rq->buf;
+	size_t len = rq->len;
+	uint64_t offset = rq->offset + fs->base_offset;
 
-	offset += fs->base_offset;
 	while (len > 0) {
 		ssize_t n = pread(fs->fd, p, len, (off_t)offset);
 
@@ -70,7 +70,7 @@ static void file_destroy(struct lsq_source *src)
 }
 
 static const struct lsq_source_ops file_ops = {
-	.read_at = file_read_at,
+	.read = file_read,
 	.advise = file_advise,
 	.destroy = file_destroy,
 };

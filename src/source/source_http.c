@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * source_http.c - a remote image over HTTP(S) range requests: the source's
- * entry points (read_at, destroy, lsq_source_allow_threads(), the
+ * entry points (read, destroy, lsq_source_allow_threads(), the
  * counters), and the choice each read makes between the memory, the
  * readahead, a latency window and a plain range GET.
  *
@@ -9,8 +9,8 @@
  *  - open: one ranged GET of the first 64 KiB probes size, ETag and
  *    Last-Modified and keeps those bytes pinned (superblock + compressor
  *    options); every mirror is probed the same way and must match.
- *  - the metadata region is pinned by the caching layer in front
- *    (source_cache.c), which reads it whole through this source.
+ *  - the metadata region is pinned by the pin layer above (pin_layer.c),
+ *    which reads it whole through this source.
  *  - reads: a hit in the head or readahead memory is a memcpy; a miss
  *    that continues a sequential stream fetches one window ahead and has
  *    the prefetch workers keep further windows loading in the background
@@ -81,27 +81,16 @@ const char *lsq_source_http_backend(void)
 	return "none (built without libcurl)";
 }
 
-void lsq_source_allow_threads(struct lsq_source *src)
-{
-	(void)src;
-}
-
-int lsq_source_http_get_stats(const struct lsq_source *src,
-			      struct lsq_http_stats *out)
-{
-	(void)src;
-	(void)out;
-	return LSQ_ERR_INVALID;
-}
-
 #else /* LSQ_HAVE_CURL */
 
 #include "source/http_internal.h"
 
-static int http_read_at(struct lsq_source *src, void *buf, size_t len,
-			uint64_t offset)
+static int http_read(struct lsq_source *src, struct lsq_read *rq)
 {
 	struct http_source *hs = (struct http_source *)src;
+	uint8_t *buf = rq->buf;
+	size_t len = rq->len;
+	uint64_t offset = rq->offset;
 	struct chunk *c, *c2;
 	uint64_t ra = 0, w, run_end;
 	bool waited = false;
@@ -109,10 +98,10 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 
 	if (atomic_load(&hs->changed))
 		return LSQ_ERR_REMOTE_CHANGED;
-	/* the readahead streams and the windows take the reader's run-end
-	 * hint under hs->mu; a lazy hint is worked out here, before (it may
-	 * read metadata) */
-	run_end = lsq_source_run_end();
+	/* the readahead streams and the windows take the read's run end
+	 * under hs->mu; it is worked out here, before (it may read
+	 * metadata) */
+	run_end = lsq_run_end(rq->run);
 	pthread_mutex_lock(&hs->mu);
 	for (;;) {
 		size_t first;
@@ -121,7 +110,7 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 		if (c && c->ready) {
 			if (c->window)
 				lsq_latency_window_hit(&hs->win);
-			lsq_http_note_hit(hs, c, offset, len, waited);
+			lsq_http_note_hit(hs, c, offset, len, run_end, waited);
 			pthread_mutex_unlock(&hs->mu);
 			memcpy(buf, c->data + (offset - c->off), len);
 			atomic_fetch_add_explicit(&hs->cache_hits, 1,
@@ -136,7 +125,8 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 				/* c2's reference first: the hit may schedule
 				 * readahead, whose room may evict c2 */
 				c2->refs++;
-				lsq_http_note_hit(hs, c, offset, len, waited);
+				lsq_http_note_hit(hs, c, offset, len, run_end,
+						  waited);
 				pthread_mutex_unlock(&hs->mu);
 				first = (size_t)(c->off + c->len - offset);
 				memcpy(buf, c->data + (offset - c->off), first);
@@ -163,13 +153,13 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 	}
 
 	c = NULL;
-	if (lsq_source_speculative()) {
+	if (rq->speculative) {
 		pthread_mutex_unlock(&hs->mu);
-		return lsq_http_fetch(hs, buf, len, offset, true);
+		return lsq_http_fetch(hs, buf, len, offset, true, &rq->origin);
 	}
 	w = lsq_latency_window_size(&hs->win);
 	if (hs->opt.readahead)
-		c = lsq_http_readahead_miss(hs, offset, len, &ra);
+		c = lsq_http_readahead_miss(hs, offset, len, run_end, &ra);
 	if (!c && w) {
 		c = lsq_http_window_chunk(hs, offset, len, w, run_end, &ra);
 		if (c && hs->opt.readahead && c->off == offset &&
@@ -179,12 +169,13 @@ static int http_read_at(struct lsq_source *src, void *buf, size_t len,
 	}
 	if (!c) {
 		pthread_mutex_unlock(&hs->mu);
-		return lsq_http_fetch(hs, buf, len, offset, false);
+		return lsq_http_fetch(hs, buf, len, offset, false,
+				      &rq->origin);
 	}
 
 	/* c is a loading chunk we own; nobody else fetches it. */
 	pthread_mutex_unlock(&hs->mu);
-	ret = lsq_http_fetch(hs, c->data, c->len, c->off, false);
+	ret = lsq_http_fetch(hs, c->data, c->len, c->off, false, &rq->origin);
 	if (ret == LSQ_OK) {
 		memcpy(buf, c->data + (offset - c->off), len);
 		atomic_fetch_add_explicit(&hs->readahead_bytes, ra,
@@ -259,8 +250,7 @@ void lsq_http_destroy(struct lsq_source *src)
 /* The bytes the current mirror gave failed a check: move everyone to the
  * next mirror (once per failure seen, however many readers saw it) and
  * fetch past the chunks, which may hold the bad copy. */
-static int http_refetch(struct lsq_source *src, void *buf, size_t len,
-			uint64_t offset)
+static int http_refetch(struct lsq_source *src, struct lsq_read *rq)
 {
 	struct http_source *hs = (struct http_source *)src;
 	unsigned cur = atomic_load(&hs->current);
@@ -268,25 +258,14 @@ static int http_refetch(struct lsq_source *src, void *buf, size_t len,
 	if (hs->nmirrors > 1)
 		atomic_compare_exchange_strong(&hs->current, &cur,
 					       (cur + 1) % hs->nmirrors);
-	return lsq_http_fetch(hs, buf, len, offset, false);
+	return lsq_http_fetch(hs, rq->buf, rq->len, rq->offset, false,
+			      &rq->origin);
 }
 
-const struct lsq_source_ops lsq_http_ops = {
-	.read_at = http_read_at,
-	.refetch = http_refetch,
-	.destroy = lsq_http_destroy,
-};
-
-void lsq_source_allow_threads(struct lsq_source *src)
+static void http_allow_threads(struct lsq_source *src)
 {
-	struct http_source *hs;
+	struct http_source *hs = (struct http_source *)src;
 
-	if (!src)
-		return;
-	src = (struct lsq_source *)lsq_source_unwrap(src);
-	if (src->ops != &lsq_http_ops)
-		return;
-	hs = (struct http_source *)src;
 	pthread_mutex_lock(&hs->mu);
 	hs->prefetch_allowed = true;
 	pthread_mutex_unlock(&hs->mu);
@@ -298,42 +277,65 @@ void lsq_source_allow_threads(struct lsq_source *src)
 		lsq_http_engine_start(hs);
 }
 
-int lsq_source_http_get_stats(const struct lsq_source *src,
-			      struct lsq_http_stats *out)
+/* One request = one HTTP transfer. */
+static void http_counters(const struct lsq_source *src, lsq_counter_fn fn,
+			  void *ctx)
 {
-	const struct http_source *hs;
+	const struct http_source *hs = (const struct http_source *)src;
+	uint64_t held;
 
-	if (!src)
-		return LSQ_ERR_INVALID;
-	src = lsq_source_unwrap(src);
-	if (src->ops != &lsq_http_ops)
-		return LSQ_ERR_INVALID;
-	hs = (const struct http_source *)src;
-	out->requests = atomic_load(&hs->requests);
-	out->bytes_fetched = atomic_load(&hs->bytes_fetched);
-	out->retries = atomic_load(&hs->retries);
-	out->failures = atomic_load(&hs->failures);
-	out->cache_hits = atomic_load(&hs->cache_hits);
-	out->readahead_bytes = atomic_load(&hs->readahead_bytes);
-	out->in_flight = atomic_load(&hs->in_flight);
-	out->rtt_us = atomic_load(&hs->win.rtt_ns) / 1000u;
-	out->rtt_samples = atomic_load(&hs->win.samples);
-	out->windows = atomic_load(&hs->win.windows);
-	out->window_hits = atomic_load(&hs->win.hits);
-	/* stats only read the lock's state; the source is not changed */
+	fn(ctx, "http_requests", atomic_load(&hs->requests),
+	   LSQ_COUNTER_TOTAL);
+	fn(ctx, "http_bytes", atomic_load(&hs->bytes_fetched),
+	   LSQ_COUNTER_TOTAL);
+	fn(ctx, "http_retries", atomic_load(&hs->retries), LSQ_COUNTER_TOTAL);
+	fn(ctx, "http_failures", atomic_load(&hs->failures),
+	   LSQ_COUNTER_TOTAL);
+	/* reads served from pinned, readahead or window memory */
+	fn(ctx, "http_memory_hits", atomic_load(&hs->cache_hits),
+	   LSQ_COUNTER_TOTAL);
+	fn(ctx, "http_readahead_bytes", atomic_load(&hs->readahead_bytes),
+	   LSQ_COUNTER_TOTAL);
+	fn(ctx, "http_in_flight", atomic_load(&hs->in_flight),
+	   LSQ_COUNTER_GAUGE);
+	fn(ctx, "http_rtt_us", atomic_load(&hs->win.rtt_ns) / 1000u,
+	   LSQ_COUNTER_GAUGE);
+	fn(ctx, "http_windows", atomic_load(&hs->win.windows),
+	   LSQ_COUNTER_TOTAL);
+	fn(ctx, "http_window_hits", atomic_load(&hs->win.hits),
+	   LSQ_COUNTER_TOTAL);
+	/* counters only read the lock's state; the source is not changed */
 	pthread_mutex_lock((pthread_mutex_t *)&hs->mu);
-	out->buffer_bytes = hs->ra_bytes + hs->win_bytes;
+	held = hs->ra_bytes + hs->win_bytes;
 	pthread_mutex_unlock((pthread_mutex_t *)&hs->mu);
-	out->url_renewals = out->url_failures = 0;
+	fn(ctx, "http_buffer_bytes", held, LSQ_COUNTER_GAUGE);
 	if (hs->renewer) {
 		struct lsq_url_renewer_stats us;
 
 		lsq_url_renewer_get_stats(hs->renewer, &us);
-		out->url_renewals = us.renewals;
-		out->url_failures = us.failures;
+		fn(ctx, "http_url_renewals", us.renewals, LSQ_COUNTER_TOTAL);
+		fn(ctx, "http_url_failures", us.failures, LSQ_COUNTER_TOTAL);
 	}
+}
+
+static int http_link(const struct lsq_source *src, struct lsq_link *out)
+{
+	const struct http_source *hs = (const struct http_source *)src;
+
+	out->rtt_us = atomic_load(&hs->win.rtt_ns) / 1000u;
+	out->rtt_samples = atomic_load(&hs->win.samples);
+	out->in_flight = atomic_load(&hs->in_flight);
 	return LSQ_OK;
 }
+
+const struct lsq_source_ops lsq_http_ops = {
+	.read = http_read,
+	.refetch = http_refetch,
+	.destroy = lsq_http_destroy,
+	.allow_threads = http_allow_threads,
+	.counters = http_counters,
+	.link = http_link,
+};
 
 const char *lsq_source_http_backend(void)
 {

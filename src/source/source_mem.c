@@ -12,12 +12,11 @@ struct mem_source {
 	uint8_t data[];
 };
 
-static int mem_read_at(struct lsq_source *src, void *buf, size_t len,
-		       uint64_t offset)
+static int mem_read(struct lsq_source *src, struct lsq_read *rq)
 {
 	struct mem_source *ms = (struct mem_source *)src;
 
-	memcpy(buf, ms->data + offset, len);
+	memcpy(rq->buf, ms->data + rq->offset, rq->len);
 	return LSQ_OK;
 }
 
@@ -28,7 +27,7 @@ static void mem_destroy(struct lsq_source *src)
 }
 
 static const struct lsq_source_ops mem_ops = {
-	.read_at = mem_read_at,
+	.read = mem_read,
 	.destroy = mem_destroy,
 };
 

@@ -2,9 +2,17 @@
 /*
  * source_stack.c - the one way a program turns what the user named (a path
  * or URL, an offset, HTTP and cache options) into the source an image is
- * read through: the file or HTTP source, then the caching layer when any
- * cache is asked for. Programs then talk to the image and to this call
- * only, never to one kind of source.
+ * read through: the file or HTTP source at the bottom, then, when any
+ * cache is asked for, the caching layers over it:
+ *
+ *   pin (-o prefetch_metadata)  the metadata region, whole    pin_layer.c
+ *   RAM (-o block_cache=)       ranges read, single flight    ram_layer.c
+ *   store (always)              units checked and kept on     store_layer.c
+ *                               disk (-o cache_dir=)
+ *   transport                   a local file, HTTP(S), S3     source_*.c
+ *
+ * Programs then talk to the image and to this call only, never to one
+ * kind of source or layer.
  *
  * With a cache_dir, every URL opened records its size and validator there
  * (origin-HASH, a hash of the URL and offset: no credentials on disk), so
@@ -24,6 +32,7 @@
 #include "common/url.h"
 #include "lsq/error.h"
 #include "lsq/source.h"
+#include "source/layer.h"
 
 static bool wants_cache(const struct lsq_cache_options *c)
 {
@@ -185,6 +194,36 @@ static int open_file(const char *spec, const char *shown,
 	return ret;
 }
 
+/* The caching layers over src (owned from here on, destroyed on
+ * failure). */
+static int stack_caches(struct lsq_source *src,
+			const struct lsq_cache_options *opt,
+			struct lsq_source **out, char *warn, size_t warnlen)
+{
+	struct lsq_source *layer;
+	int ret;
+
+	ret = lsq_store_layer_create(src, opt, &layer, warn, warnlen);
+	if (ret == LSQ_OK)
+		src = layer;
+	if (ret == LSQ_OK && opt->block_cache_bytes) {
+		ret = lsq_ram_layer_create(src, opt->block_cache_bytes, &layer);
+		if (ret == LSQ_OK)
+			src = layer;
+	}
+	if (ret == LSQ_OK && opt->pin_metadata) {
+		ret = lsq_pin_layer_create(src, &layer);
+		if (ret == LSQ_OK)
+			src = layer;
+	}
+	if (ret) {
+		lsq_source_destroy(src);
+		return ret;
+	}
+	*out = src;
+	return LSQ_OK;
+}
+
 int lsq_source_open_stack(const char *spec,
 			  const struct lsq_source_stack_options *opt,
 			  struct lsq_source **out, char *err, size_t errlen,
@@ -217,8 +256,8 @@ int lsq_source_open_stack(const char *spec,
 	}
 	/* an unusable persistent cache is a warning: the layer works
 	 * without it (after an offline_ok line, if any) */
-	ret = lsq_source_cache_wrap(src, opt->cache, &cached, cache_warn,
-				    sizeof(cache_warn));
+	ret = stack_caches(src, opt->cache, &cached, cache_warn,
+			   sizeof(cache_warn));
 	if (cache_warn[0] && warnlen) {
 		size_t n = strlen(warn);
 
@@ -227,7 +266,6 @@ int lsq_source_open_stack(const char *spec,
 	}
 	if (ret) {
 		snprintf(err, errlen, "%s: %s", shown, lsq_strerror(ret));
-		lsq_source_destroy(src);
 	} else {
 		*out = cached;
 	}

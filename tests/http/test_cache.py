@@ -368,7 +368,7 @@ def files_image(big_image):
 def test_readahead_stays_in_the_file(nginx, files_image, mounts):
     """Reading every other file over HTTP fetches each of their blocks once
     and next to nothing of the files between them: the image tells the
-    source where the file being read ends (lsq_source_hint_run_end), so
+    source where the file being read ends (lsq_read.run), so
     readahead does not run into the next file (issue 4's repeated-read
     target: at most 1.05x the touched bytes)."""
     m = mounts(nginx.url("files.sqfs"), ["readahead=1M"])

@@ -206,11 +206,13 @@ void lsq_startup_profile_start(struct lsq_startup_profile *p,
 
 	if (!p->text && !p->url)
 		return;
-	/* Leave one connection to the readers; keep what is prefetched
-	 * within half the RAM cache, so it does not evict itself. */
+	/* A worker per speculative connection (readers have a pool of
+	 * their own): over a long round trip each request costs its worker
+	 * a round trip, and a profile's files lie apart (docs/prefetch.md).
+	 * Keep what is prefetched within half the RAM cache, so it does not
+	 * evict itself. */
 	co = lsq_mount_cache_options(opt, remote);
-	po.workers = remote && opt->http_opts.max_connections > 1
-			     ? opt->http_opts.max_connections - 1 : 1;
+	po.workers = remote ? opt->http_opts.max_connections : 1;
 	po.budget_bytes = co.block_cache_bytes
 				  ? co.block_cache_bytes / 2
 				  : LSQ_DEFAULT_REMOTE_BLOCK_CACHE / 2;

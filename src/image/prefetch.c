@@ -36,7 +36,6 @@
 #include "format/profile_record.h"
 #include "image/image_internal.h"
 #include "image/verify.h"
-#include "image/verify.h"
 #include "lsq/error.h"
 
 /* A span is one request: long enough that a round trip moves a lot, short

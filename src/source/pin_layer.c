@@ -52,6 +52,7 @@ static int load_pin(struct pin_layer *pl, struct lsq_read *rq)
 	ret = LSQ_ERR_NOMEM;
 	if (blk) {
 		sub = lsq_read_below(rq, blk->data, (size_t)pl->len, pl->off);
+		sub.one_off = false;  /* the region is kept, whoever asks */
 		ret = lsq_source_read(pl->base.inner, &sub);
 		rq->origin = sub.origin;
 	}

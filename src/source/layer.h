@@ -18,6 +18,22 @@ void lsq_layer_fini(struct lsq_source *layer);
  * block is this big, so they are one-off reads (or a hostile image's). */
 #define LSQ_LAYER_MAX_UNIT (2u * 1024u * 1024u)
 
+/* Whether e is a unit a layer may keep: not empty, at most
+ * LSQ_LAYER_MAX_UNIT, within src. */
+bool lsq_extent_fits(const struct lsq_source *src,
+		     const struct lsq_extent *e);
+
+/* Read units[0..n) with one speculative read through src of the range
+ * spanning them, [*lo, *lo + *span), into a buffer of the pool (*buf,
+ * the caller frees it, also on failure); checked: NULL, or one per unit
+ * (lsq_read.units_checked). LSQ_ERR_NOMEM, before any read, for a span
+ * over 16 x LSQ_LAYER_MAX_UNIT (callers keep spans short; this bounds a
+ * mistake). */
+int lsq_layer_read_units(struct lsq_source *src,
+			 const struct lsq_extent *units, size_t n,
+			 bool *checked, uint8_t **buf, uint64_t *lo,
+			 uint64_t *span);
+
 /* The caching layers, each over inner (owned from here on on success);
  * lsq_source_open_stack composes them. */
 int lsq_store_layer_create(struct lsq_source *inner,

@@ -17,7 +17,6 @@
 
 #include "cache/block_cache.h"
 #include "common/bufpool.h"
-#include "common/checked_math.h"
 #include "lsq/error.h"
 #include "lsq/source.h"
 #include "source/layer.h"
@@ -137,45 +136,6 @@ static struct lsq_block *extent_block(const uint8_t *data, size_t len,
 	return blk;
 }
 
-static bool extent_valid(const struct lsq_source *src,
-			 const struct lsq_extent *e)
-{
-	return e->len > 0 && e->len <= LSQ_LAYER_MAX_UNIT &&
-	       !lsq_range_outside(e->offset, e->len, src->size);
-}
-
-/* Read units[0..n) with one speculative read of the range spanning them
- * ([*lo, *lo + *span)) into a buffer of the pool (*buf); checked[i]: unit
- * i passed its check below. */
-static int read_span(struct ram_layer *rl, const struct lsq_extent *units,
-		     size_t n, bool *checked, uint8_t **buf, uint64_t *lo,
-		     uint64_t *span)
-{
-	uint64_t hi = 0;
-	struct lsq_read rq;
-
-	*lo = UINT64_MAX;
-	*buf = NULL;
-	for (size_t i = 0; i < n; i++) {
-		if (units[i].offset < *lo)
-			*lo = units[i].offset;
-		if (units[i].offset + units[i].len > hi)
-			hi = units[i].offset + units[i].len;
-	}
-	/* the caller keeps spans short; this bounds a mistake */
-	*buf = hi - *lo <= 16 * LSQ_LAYER_MAX_UNIT ?
-		lsq_bufpool_alloc((size_t)(hi - *lo)) : NULL;
-	if (!*buf)
-		return LSQ_ERR_NOMEM;
-	*span = hi - *lo;
-	rq = lsq_read_of(*buf, (size_t)*span, *lo);
-	rq.speculative = true;
-	rq.units = units;
-	rq.nunits = n;
-	rq.units_checked = checked;
-	return lsq_source_read(rl->base.inner, &rq);
-}
-
 /* A profile's prefetch: reserve each extent, so readers of it wait for
  * this fetch; those kept below (the persistent cache) are read from
  * there at once, the rest with one span. */
@@ -183,7 +143,6 @@ static int prefetch_reserved(struct ram_layer *rl,
 			     const struct lsq_extent *ext, size_t n,
 			     uint64_t *fetched)
 {
-	struct lsq_block_reservation **res = calloc(n, sizeof(*res));
 	struct lsq_extent *units = malloc(n * sizeof(*units));
 	struct lsq_block_reservation **unit_res = calloc(n, sizeof(*unit_res));
 	bool *checked = calloc(n, sizeof(*checked));
@@ -192,17 +151,18 @@ static int prefetch_reserved(struct ram_layer *rl,
 	size_t nunits = 0;
 	int ret = LSQ_OK;
 
-	if (!res || !units || !unit_res || !checked) {
+	if (!units || !unit_res || !checked) {
 		ret = LSQ_ERR_NOMEM;
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
+		struct lsq_block_reservation *res = NULL;
 		struct lsq_block *blk;
 		struct lsq_read rq;
 
-		if (!extent_valid(&rl->base, &ext[i]) ||
-		    lsq_block_cache_reserve(rl->cache, ext[i].offset,
-					    &res[i]) || !res[i])
+		if (!lsq_extent_fits(&rl->base, &ext[i]) ||
+		    lsq_block_cache_reserve(rl->cache, ext[i].offset, &res) ||
+		    !res)
 			continue;
 		if (lsq_source_held(rl->base.inner, ext[i].offset, ext[i].len,
 				    LSQ_HELD_DISK | LSQ_HELD_SHARED) &&
@@ -213,17 +173,18 @@ static int prefetch_reserved(struct ram_layer *rl,
 				blk->size = ext[i].len;
 				blk->aux = PREFETCHED |
 					   (rq.checked ? CHECKED : 0);
-				lsq_block_cache_fulfil(rl->cache, res[i], blk);
+				lsq_block_cache_fulfil(rl->cache, res, blk);
 				continue;
 			}
 			lsq_block_put(blk);
 		}
-		unit_res[nunits] = res[i];
+		unit_res[nunits] = res;
 		units[nunits++] = ext[i];
 	}
 	if (nunits == 0)
 		goto out;
-	ret = read_span(rl, units, nunits, checked, &buf, &lo, &span);
+	ret = lsq_layer_read_units(rl->base.inner, units, nunits, checked, &buf,
+				   &lo, &span);
 	atomic_fetch_add_explicit(&rl->pf_requests, 1, memory_order_relaxed);
 	if (ret == LSQ_OK) {
 		*fetched = span;
@@ -250,7 +211,6 @@ static int prefetch_reserved(struct ram_layer *rl,
 	}
 out:
 	lsq_bufpool_free(buf);
-	free(res);
 	free(units);
 	free(unit_res);
 	free(checked);
@@ -269,14 +229,14 @@ static int background_to_ram(struct ram_layer *rl, struct lsq_extent *units,
 
 	if (!checked)
 		return LSQ_ERR_NOMEM;
-	ret = read_span(rl, units, n, checked, &buf, &lo, &span);
-	if (ret != LSQ_ERR_NOMEM)
-		atomic_fetch_add_explicit(&rl->bg_requests, 1,
-					  memory_order_relaxed);
+	ret = lsq_layer_read_units(rl->base.inner, units, n, checked, &buf, &lo,
+				   &span);
+	if (ret == LSQ_ERR_NOMEM)
+		goto out;
+	atomic_fetch_add_explicit(&rl->bg_requests, 1, memory_order_relaxed);
 	if (ret) {
-		if (ret != LSQ_ERR_NOMEM)
-			atomic_fetch_add_explicit(&rl->bg_failures, 1,
-						  memory_order_relaxed);
+		atomic_fetch_add_explicit(&rl->bg_failures, 1,
+					  memory_order_relaxed);
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -331,7 +291,7 @@ static int ram_prefetch(struct lsq_source *src, const struct lsq_extent *ext,
 		size_t k = 0;
 
 		for (size_t i = 0; i < nwant; i++)
-			if (extent_valid(src, &want[i]))
+			if (lsq_extent_fits(src, &want[i]))
 				want[k++] = want[i];
 		ret = k ? background_to_ram(rl, want, k, fetched) : LSQ_OK;
 	}

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/bufpool.h"
 #include "common/checked_math.h"
 #include "common/long_work.h"
 #include "lsq/error.h"
@@ -99,17 +100,26 @@ uint64_t lsq_run_end(struct lsq_run *run)
 	return run->end;
 }
 
+/* [*lo, *hi): the range spanning ext[0..n) (empty when n is 0). */
+static void extents_bounds(const struct lsq_extent *ext, size_t n,
+			   uint64_t *lo, uint64_t *hi)
+{
+	*lo = UINT64_MAX;
+	*hi = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (ext[i].offset < *lo)
+			*lo = ext[i].offset;
+		if (ext[i].offset + ext[i].len > *hi)
+			*hi = ext[i].offset + ext[i].len;
+	}
+}
+
 static void advise_span(struct lsq_source *src, const struct lsq_extent *ext,
 			size_t n)
 {
-	uint64_t lo = UINT64_MAX, hi = 0;
+	uint64_t lo, hi;
 
-	for (size_t i = 0; i < n; i++) {
-		if (ext[i].offset < lo)
-			lo = ext[i].offset;
-		if (ext[i].offset + ext[i].len > hi)
-			hi = ext[i].offset + ext[i].len;
-	}
+	extents_bounds(ext, n, &lo, &hi);
 	if (hi > lo)
 		lsq_source_advise(src, lo, hi - lo);
 }
@@ -191,6 +201,35 @@ int lsq_source_use_units(struct lsq_source *src,
 	if (warnlen)
 		warn[0] = '\0';
 	return l ? l->ops->use_units(l, units, warn, warnlen) : LSQ_OK;
+}
+
+bool lsq_extent_fits(const struct lsq_source *src,
+		     const struct lsq_extent *e)
+{
+	return e->len > 0 && e->len <= LSQ_LAYER_MAX_UNIT &&
+	       !lsq_range_outside(e->offset, e->len, src->size);
+}
+
+int lsq_layer_read_units(struct lsq_source *src,
+			 const struct lsq_extent *units, size_t n,
+			 bool *checked, uint8_t **buf, uint64_t *lo,
+			 uint64_t *span)
+{
+	struct lsq_read rq;
+	uint64_t hi;
+
+	extents_bounds(units, n, lo, &hi);
+	*buf = NULL;
+	*span = hi > *lo ? hi - *lo : 0;
+	if (*span == 0 || *span > 16 * LSQ_LAYER_MAX_UNIT ||
+	    !(*buf = lsq_bufpool_alloc((size_t)*span)))
+		return LSQ_ERR_NOMEM;
+	rq = lsq_read_of(*buf, (size_t)*span, *lo);
+	rq.speculative = true;
+	rq.units = units;
+	rq.nunits = n;
+	rq.units_checked = checked;
+	return lsq_source_read(src, &rq);
 }
 
 int lsq_layer_init(struct lsq_source *layer, const struct lsq_source_ops *ops,

@@ -24,7 +24,6 @@
 #include "cache/cas_store.h"
 #include "cache/disk_cache.h"
 #include "common/bufpool.h"
-#include "common/checked_math.h"
 #include "lsq/error.h"
 #include "lsq/source.h"
 #include "source/layer.h"
@@ -177,8 +176,7 @@ static int store_prefetch(struct lsq_source *src, const struct lsq_extent *ext,
 {
 	struct store_layer *st = (struct store_layer *)src;
 	struct lsq_extent *want;
-	struct lsq_read rq;
-	uint64_t lo = UINT64_MAX, hi = 0;
+	uint64_t lo, span;
 	uint8_t *buf = NULL;
 	size_t nwant = 0;
 	int ret = LSQ_OK;
@@ -188,38 +186,24 @@ static int store_prefetch(struct lsq_source *src, const struct lsq_extent *ext,
 	want = malloc(n * sizeof(*want));
 	if (!want)
 		return LSQ_ERR_NOMEM;
-	for (size_t i = 0; i < n; i++) {
-		if (ext[i].len == 0 || ext[i].len > LSQ_LAYER_MAX_UNIT ||
-		    lsq_range_outside(ext[i].offset, ext[i].len, src->size) ||
-		    store_held(src, ext[i].offset, ext[i].len))
-			continue;
-		want[nwant++] = ext[i];
-		if (ext[i].offset < lo)
-			lo = ext[i].offset;
-		if (ext[i].offset + ext[i].len > hi)
-			hi = ext[i].offset + ext[i].len;
-	}
-	if (hi <= lo)
+	for (size_t i = 0; i < n; i++)
+		if (lsq_extent_fits(src, &ext[i]) &&
+		    !store_held(src, ext[i].offset, ext[i].len))
+			want[nwant++] = ext[i];
+	if (nwant == 0)
 		goto out;
-	buf = hi - lo <= 16 * LSQ_LAYER_MAX_UNIT ?
-		lsq_bufpool_alloc((size_t)(hi - lo)) : NULL;
-	if (!buf) {
-		ret = LSQ_ERR_NOMEM;
+	/* through this layer's own read, which keeps each unit */
+	ret = lsq_layer_read_units(src, want, nwant, NULL, &buf, &lo, &span);
+	if (ret == LSQ_ERR_NOMEM)
 		goto out;
-	}
-	rq = lsq_read_of(buf, (size_t)(hi - lo), lo);
-	rq.speculative = true;
-	rq.units = want;
-	rq.nunits = nwant;
-	ret = read_units(st, &rq);
 	atomic_fetch_add_explicit(&st->bg_requests, 1, memory_order_relaxed);
 	if (ret) {
 		atomic_fetch_add_explicit(&st->bg_failures, 1,
 					  memory_order_relaxed);
 		goto out;
 	}
-	*fetched = hi - lo;
-	atomic_fetch_add_explicit(&st->bg_bytes, hi - lo, memory_order_relaxed);
+	*fetched = span;
+	atomic_fetch_add_explicit(&st->bg_bytes, span, memory_order_relaxed);
 	atomic_fetch_add_explicit(&st->bg_blocks, nwant, memory_order_relaxed);
 out:
 	lsq_bufpool_free(buf);

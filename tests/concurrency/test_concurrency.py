@@ -287,7 +287,12 @@ def test_parallel_overlapping_reads(image, request, tmp_path, monkeypatch,
             assert st["prefetch_files"] == len(image["files"]), st
             assert st["prefetch_requests"] > 0, st
         if via == "http-background":
-            assert st["background_requests"] > 0, st
+            # the background yields to readers on the network and runs at
+            # SCHED_IDLE: sixteen busy readers on two cores (under TSan)
+            # can keep it from starting until they stop; once they have,
+            # it must fetch what they left (they touch part of the image)
+            assert util.wait_until(lambda: util.daemon_stats(mnt)[
+                "background_requests"] > 0, 30), util.daemon_stats(mnt)
         # a second round with a cold kernel page cache: drop it for us
         for name in list(image["files"])[:8]:
             fd = os.open(os.path.join(mnt, name), os.O_RDONLY)

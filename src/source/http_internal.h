@@ -277,7 +277,7 @@ struct chunk *lsq_http_window_chunk(struct http_source *hs, uint64_t offset,
 /* ---- http_readahead.c: sequential streams, prefetch workers ---- */
 
 void lsq_http_note_hit(struct http_source *hs, struct chunk *c,
-		       uint64_t offset, size_t len, uint64_t run_end,
+		       const struct lsq_read *rq, uint64_t run_end,
 		       bool waited);
 struct chunk *lsq_http_readahead_miss(struct http_source *hs,
 				      uint64_t offset, size_t len,

@@ -110,7 +110,7 @@ static int http_read(struct lsq_source *src, struct lsq_read *rq)
 		if (c && c->ready) {
 			if (c->window)
 				lsq_latency_window_hit(&hs->win);
-			lsq_http_note_hit(hs, c, offset, len, run_end, waited);
+			lsq_http_note_hit(hs, c, rq, run_end, waited);
 			pthread_mutex_unlock(&hs->mu);
 			memcpy(buf, c->data + (offset - c->off), len);
 			atomic_fetch_add_explicit(&hs->cache_hits, 1,
@@ -125,8 +125,7 @@ static int http_read(struct lsq_source *src, struct lsq_read *rq)
 				/* c2's reference first: the hit may schedule
 				 * readahead, whose room may evict c2 */
 				c2->refs++;
-				lsq_http_note_hit(hs, c, offset, len, run_end,
-						  waited);
+				lsq_http_note_hit(hs, c, rq, run_end, waited);
 				pthread_mutex_unlock(&hs->mu);
 				first = (size_t)(c->off + c->len - offset);
 				memcpy(buf, c->data + (offset - c->off), first);

@@ -13,7 +13,7 @@ import os
 import threading
 import time
 
-# LSQ_HTTP_BACKOFF_BASE and _MAX in src/source/http_internal.h
+# LSQ_HTTP_BACKOFF_BASE and _MAX in src/http/http_internal.h
 BACKOFF_BASE = 0.2
 BACKOFF_MAX = 8.0
 # slack for a loaded machine on top of a computed bound, before SCALE

@@ -34,7 +34,7 @@ void lsq_background_policy_start(const struct lsq_mount_options *opt,
 	bo.streams = remote && opt->http_opts.max_connections > 1
 			     ? opt->http_opts.max_connections - 1 : 1;
 	/* auto: only where there is latency to hide, as the latency
-	 * windows (src/source/latency_window.h) */
+	 * windows (src/http/latency_window.h) */
 	bo.min_rtt_us = opt->background < 0 ? 2000 : 0;
 	ret = lsq_image_background(img, &bo);
 	if (ret)

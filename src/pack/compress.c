@@ -15,7 +15,7 @@
 #include <zstd.h>
 #include <zstd_errors.h>
 
-#include "format/encode.h"
+#include "pack/encode.h"
 #include "lsq/error.h"
 #include "lsq_config.h"
 #include "pack/compress.h"

@@ -16,7 +16,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "format/encode.h"
+#include "pack/encode.h"
 #include "format/ondisk.h"
 #include "lsq/error.h"
 #include "pack/pack.h"

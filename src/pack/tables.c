@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "common/endian.h"
-#include "format/encode.h"
+#include "pack/encode.h"
 #include "format/ondisk.h"
 #include "lsq/error.h"
 #include "pack/pack.h"

@@ -33,7 +33,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "format/encode.h"
+#include "pack/encode.h"
 #include "format/ondisk.h"
 #include "lsq/error.h"
 #include "pack/pack.h"

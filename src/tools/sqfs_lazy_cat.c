@@ -13,7 +13,7 @@
 
 #include "lsq/error.h"
 #include "lsq/image.h"
-#include "tools/walk.h"
+#include "image/walk.h"
 
 static void usage(FILE *f)
 {

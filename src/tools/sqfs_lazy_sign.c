@@ -25,8 +25,8 @@
 #include "lsq/error.h"
 #include "lsq/image.h"
 #include "lsq/source.h"
-#include "tools/sign_image.h"
-#include "tools/unit_hash.h"
+#include "sign/sign_image.h"
+#include "sign/unit_hash.h"
 
 #define PROG "sqfs-lazy-sign"
 #define MAX_KEYS 16

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "source/http_internal.h"
+#include "http/http_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

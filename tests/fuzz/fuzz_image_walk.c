@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 
 #include "fuzz_common.h"
-#include "tools/walk.h"
+#include "image/walk.h"
 
 #define READ_BUF (3u << 17)
 

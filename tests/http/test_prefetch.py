@@ -334,7 +334,7 @@ def test_latency_windows_cut_round_trips(fault_server, small_image, mounts):
     assert data_requests <= 6, st
 
 
-# MIN_RTT_NS of src/source/latency_window.c: below it, no windows
+# MIN_RTT_NS of src/http/latency_window.c: below it, no windows
 MIN_RTT_US = 2000
 
 

@@ -20,7 +20,7 @@ from test_cache import stats
 from timing import SCALE, WAIT, bound, fetch_seconds
 
 FAST = ["timeout=3", "connect_timeout=1", "retries=1"]
-# src/source/url_command.c
+# src/http/url_command.c
 REFUSED_HOLD_S = 1.0   # a failed run stands this long
 MIN_INTERVAL_S = 1     # between renewals ahead of time
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_http_streams.c - which reads the HTTP source's sequential streams
- * (src/source/http_readahead.c) follow. A reader's exact continuation
+ * (src/http/http_readahead.c) follow. A reader's exact continuation
  * confirms its stream; a speculative read (a startup profile's or the
  * background's span) served from readahead memory tracks no stream at
  * all: a span that continued where a reader stopped would confirm a
@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "harness/check.h"
-#include "source/http_internal.h"
+#include "http/http_internal.h"
 
 #define KiB 1024u
 #define MiB (1024u * 1024u)

@@ -19,7 +19,7 @@
 #include "lsq/error.h"
 #include "common/log.h"
 #include "lsq/image.h"
-#include "tools/walk.h"
+#include "image/walk.h"
 
 static const char *const fixtures[] = {
 	"gzip", "gzip_w8", "xz", "xz_bcj", "lz4_hc", "lzo", "zstd", "lzma",

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_latency_window.c - the window policy of src/source/latency_window.c:
+ * test_latency_window.c - the window policy of src/http/latency_window.c:
  * sized from the measured round trip and throughput, off on short round
  * trips, halved while windows do not pay, probed and restored when they
  * do, estimates renewed per epoch.
  */
 #include "harness/check.h"
-#include "source/latency_window.h"
+#include "http/latency_window.h"
 
 #define MS 1000000ull
 #define MiB (1ull << 20)

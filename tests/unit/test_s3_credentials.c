@@ -13,7 +13,7 @@
 
 #include "harness/check.h"
 #include "lsq/error.h"
-#include "source/s3_credentials.h"
+#include "http/s3_credentials.h"
 
 static char dir[] = "/tmp/lsq-s3cred-XXXXXX";
 

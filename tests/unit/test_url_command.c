@@ -15,7 +15,7 @@
 #include "common/iso8601.h"
 #include "harness/check.h"
 #include "lsq/error.h"
-#include "source/url_command.h"
+#include "http/url_command.h"
 
 static void test_expiry(void)
 {

@@ -92,7 +92,7 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 
 #else /* LSQ_HAVE_CURL */
 
-#include "source/http_internal.h"
+#include "http/http_internal.h"
 
 /* libcurl share handle locks */
 

@@ -12,7 +12,7 @@
  * and workers take the batches in the same order and hash each unit. A
  * digest is written only to its own entry, so results need no ordering.
  */
-#include "tools/unit_hash.h"
+#include "sign/unit_hash.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -16,7 +16,7 @@
 
 #include "lsq/error.h"
 #include "lsq/source.h"
-#include "source/http_internal.h"
+#include "http/http_internal.h"
 
 /* The end of the run the reader's read belongs to (lsq_read.run), where
  * its file ends: readahead stays in it. A read of no run (not a file's

@@ -18,7 +18,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 
-#include "source/http_internal.h"
+#include "http/http_internal.h"
 
 struct engine_job {
 	struct handle *h;

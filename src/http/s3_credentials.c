@@ -20,7 +20,7 @@
 
 #include "common/iso8601.h"
 #include "lsq/error.h"
-#include "source/s3_credentials.h"
+#include "http/s3_credentials.h"
 
 #define FILE_MAX (64u * 1024u)
 #define LINE_MAX_BYTES (8u * 1024u)

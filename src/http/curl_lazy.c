@@ -7,7 +7,7 @@
 #include <pthread.h>
 #include <stdio.h>
 
-#include "source/curl_lazy.h"
+#include "http/curl_lazy.h"
 
 struct lsq_curl_api lsq_curl;
 

@@ -5,7 +5,7 @@
 #include <sys/sysmacros.h>
 
 #include "lsq/error.h"
-#include "tools/walk.h"
+#include "image/walk.h"
 
 #define MAX_DEPTH 512
 

@@ -31,7 +31,7 @@
 #include "common/iso8601.h"
 #include "common/log.h"
 #include "lsq/error.h"
-#include "source/url_command.h"
+#include "http/url_command.h"
 
 extern char **environ;
 

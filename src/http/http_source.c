@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * source_http.c - a remote image over HTTP(S) range requests: the source's
+ * http_source.c - a remote image over HTTP(S) range requests: the source's
  * entry points (read, destroy, lsq_source_allow_threads(), the
  * counters), and the choice each read makes between the memory, the
  * readahead, a latency window and a plain range GET.
@@ -32,7 +32,7 @@
  * pool (mutex + condvar); no lock of ours is held across a transfer.
  *
  * Files (libcurl types stay in them; http_internal.h is what they share):
- *  - source_http.c: this file; with http_open.c, the only one built
+ *  - http_source.c: this file; with http_open.c, the only one built
  *    without libcurl (file:// URLs work, other URLs are refused).
  *  - http_open.c: lsq_source_http_open(): the header file, the probe of
  *    every mirror and the checks that they match, the pinned head.
@@ -83,7 +83,7 @@ const char *lsq_source_http_backend(void)
 
 #else /* LSQ_HAVE_CURL */
 
-#include "source/http_internal.h"
+#include "http/http_internal.h"
 
 static int http_read(struct lsq_source *src, struct lsq_read *rq)
 {

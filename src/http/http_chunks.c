@@ -16,7 +16,7 @@
 
 #include "common/bufpool.h"
 #include "lsq/error.h"
-#include "source/http_internal.h"
+#include "http/http_internal.h"
 
 void lsq_http_chunk_unlink(struct http_source *hs, struct chunk *c)
 {

@@ -24,7 +24,7 @@
 #include <strings.h>
 #include <time.h>
 
-#include "source/http_internal.h"
+#include "http/http_internal.h"
 
 char *lsq_http_trim(char *s)
 {

@@ -23,7 +23,7 @@
 
 #include "common/log.h"
 #include "lsq/error.h"
-#include "source/http_internal.h"
+#include "http/http_internal.h"
 
 void lsq_http_sleep_seconds(double s)
 {

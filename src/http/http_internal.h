@@ -4,7 +4,7 @@
  * object and its parts (mirrors, easy handles, chunks, streams, one
  * transfer), the limits, and the functions that cross files. Include only
  * from the HTTP source's own files, in a build with libcurl; the top of
- * source_http.c has the design and says which file holds what.
+ * http_source.c has the design and says which file holds what.
  */
 #ifndef LSQ_SOURCE_HTTP_INTERNAL_H
 #define LSQ_SOURCE_HTTP_INTERNAL_H
@@ -18,10 +18,10 @@
 #include <curl/curl.h>
 
 #include "lsq/source.h"
-#include "source/curl_lazy.h"
-#include "source/latency_window.h"
-#include "source/s3_credentials.h"
-#include "source/url_command.h"
+#include "http/curl_lazy.h"
+#include "http/latency_window.h"
+#include "http/s3_credentials.h"
+#include "http/url_command.h"
 
 #define LSQ_HTTP_HEAD_SIZE (64u * 1024u)
 
@@ -211,7 +211,7 @@ struct xfer {
 	char s3_code[64];    /* the S3 error document's Code, or "" */
 };
 
-/* ---- source_http.c ---- */
+/* ---- http_source.c ---- */
 
 extern const struct lsq_source_ops lsq_http_ops;
 void lsq_http_destroy(struct lsq_source *src);

@@ -2,7 +2,7 @@
 /* encode.c - SquashFS 4.0 encoders, field for field the decoders' mirror. */
 #include <string.h>
 
-#include "format/encode.h"
+#include "pack/encode.h"
 #include "format/ondisk.h"
 
 void lsq_superblock_encode(const struct lsq_superblock *sb, uint8_t *b)

@@ -21,8 +21,8 @@
 #include "lsq/error.h"
 #include "lsq/image.h"
 #include "lsq/source.h"
-#include "tools/sign_image.h"
-#include "tools/unit_hash.h"
+#include "sign/sign_image.h"
+#include "sign/unit_hash.h"
 
 void lsq_image_facts_fini(struct lsq_image_facts *f)
 {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* latency_window.c - windows around random misses (latency_window.h). */
-#include "source/latency_window.h"
+#include "http/latency_window.h"
 
 /* Estimates hold for this many transfers, then the next epoch's replace
  * them (a path whose round trip grew is seen within an epoch). */

@@ -167,79 +167,14 @@ int lsq_image_getxattr(struct lsq_image *img, const struct lsq_inode *inode,
 /* statfs as the kernel reports it for squashfs. */
 void lsq_image_statfs(const struct lsq_image *img, struct statvfs *st);
 
-/* Counters for stats output. */
-struct lsq_image_stats {
-	uint64_t source_reads, source_bytes, source_failures;
-	/* decompressed caches: metadata, data and fragment blocks */
-	uint64_t meta_hits, meta_misses, meta_evictions, meta_bytes;
-	uint64_t data_hits, data_misses, data_evictions, data_bytes;
-	/* whole blocks a read wanted, decompressed into its reply and not
-	 * cached (the kernel's page cache keeps them) */
-	uint64_t data_direct;
-	uint64_t frag_hits, frag_misses, frag_evictions, frag_bytes;
-	/* blocks decompressed and the time it took (summed over threads) */
-	uint64_t decompress_calls, decompress_ns;
-	/* caching layer (0 without one): the compressed-range RAM cache
-	 * (block_cache=), the persistent cache (cache_dir=) and the pinned
-	 * metadata region (prefetch_metadata) */
-	uint64_t block_cache_hits, block_cache_misses, block_cache_evictions,
-		block_cache_bytes;
-	uint64_t disk_cache_hits, disk_cache_misses, disk_cache_writes,
-		disk_cache_corrupt, disk_cache_evictions, disk_cache_bytes;
-	/* a signed image's units in cache_dir's shared, content-addressed
-	 * store (the disk_cache counters then cover the rest) */
-	uint64_t cas_hits, cas_misses, cas_writes, cas_evictions, cas_bytes;
-	uint64_t metadata_pinned_bytes;
-	/* remote sources only (0 otherwise): HTTP transfers including
-	 * retries, body bytes received, retries, reads failed after all
-	 * retries, reads served from the source's head/readahead memory,
-	 * bytes fetched ahead, transfers running now */
-	uint64_t http_requests, http_bytes, http_retries, http_failures;
-	uint64_t http_memory_hits, http_readahead_bytes, http_in_flight;
-	/* round trip measured; latency windows fetched around random misses
-	 * and the reads they served besides their own */
-	uint64_t http_rtt_us, http_windows, http_window_hits;
-	uint64_t http_buffer_bytes;  /* readahead and window memory now */
-	/* url_command=: URLs renewed, runs that failed */
-	uint64_t http_url_renewals, http_url_failures;
-	/* the mount daemon's, 0 from lsq_image_get_stats(): ring threads
-	 * registered for FUSE over io_uring (0: requests come over
-	 * /dev/fuse) and requests they answered */
-	uint64_t fuse_ring_threads, fuse_ring_requests;
-	/* the mount daemon's, 0 from lsq_image_get_stats(): its resident
-	 * memory now and at its peak (VmRSS, VmHWM), to hold against the
-	 * caches' bytes above */
-	uint64_t process_rss_bytes, process_rss_peak_bytes;
-	/* the mount daemon's: freed data buffers kept for reuse
-	 * (common/bufpool.h) */
-	uint64_t buffer_pool_bytes;
-	/* prefetch (lsq_image_prefetch): profile entries found and missing,
-	 * compressed bytes planned; then, from the caching layer, requests
-	 * made, bytes fetched, failed requests, blocks stored, and reads
-	 * served by a prefetched block (count, bytes) */
-	uint64_t prefetch_files, prefetch_missing, prefetch_planned_bytes;
-	/* spans planned, and spans done (fetched, failed, or found cached):
-	 * equal once the prefetch is over */
-	uint64_t prefetch_spans, prefetch_spans_done;
-	uint64_t prefetch_requests, prefetch_bytes, prefetch_failures,
-		prefetch_blocks, prefetch_hits, prefetch_hit_bytes;
-	/* background fetch (lsq_image_background): units of the image and
-	 * their bytes, spans tried, whether it has ended; from the caching
-	 * layer, requests, bytes fetched, failed requests, units stored,
-	 * reads served by a unit it kept in RAM (count, bytes) */
-	uint64_t background_units, background_planned_bytes, background_spans,
-		background_done;
-	uint64_t background_requests, background_bytes, background_failures,
-		background_blocks, background_hits, background_hit_bytes;
-	/* signed manifest (image/verify.h): units read and good, of those the
-	 * ones served from a copy checked when it was loaded (not hashed
-	 * again), copies that failed their digest, refetches that brought a
-	 * good copy, reads failed for it */
-	uint64_t verify_units, verify_reused, verify_mismatches,
-		verify_refetches, verify_refused;
-};
-void lsq_image_get_stats(const struct lsq_image *img,
-			 struct lsq_image_stats *out);
+/* The image's counters and its source stack's, one call of fn each,
+ * under the names `sqfs-lazy-mount --stats` prints (docs/caching.md and
+ * docs/prefetch.md say what they count). A name may come more than once
+ * (layers that count one thing each for their part): its values add up.
+ * Counters of parts the image does not have (no prefetch, no verifier,
+ * no RAM or disk cache) are not reported. */
+void lsq_image_counters(const struct lsq_image *img, lsq_counter_fn fn,
+			void *ctx);
 
 /* ---- prefetch: startup profiles (src/common/profile.h) ---- */
 

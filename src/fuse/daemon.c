@@ -63,11 +63,11 @@ struct stats_watcher {
 
 static void log_stats(struct lsq_mount *m)
 {
-	struct lsq_image_stats st;
-	char line[2048];
+	struct lsq_counter_set set;
+	char line[4096];
 
-	lsq_mount_get_stats(m, &st);
-	lsq_stats_format_line(&st, line, sizeof(line));
+	lsq_stats_collect(m, &set);
+	lsq_stats_format_line(&set, line, sizeof(line));
 	lsq_log(LSQ_LOG_INFO, "stats: %s", line);
 }
 

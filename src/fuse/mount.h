@@ -56,8 +56,9 @@ struct lsq_mount {
 
 extern const struct fuse_lowlevel_ops lsq_fuse_ops;
 
-/* The image's counters and the FUSE layer's. */
-void lsq_mount_get_stats(const struct lsq_mount *m,
-			 struct lsq_image_stats *st);
+/* The image's counters (lsq_image_counters) and the daemon's: FUSE ring
+ * threads and requests, resident memory, the buffer pool. */
+void lsq_mount_counters(const struct lsq_mount *m, lsq_counter_fn fn,
+			void *ctx);
 
 #endif

@@ -565,31 +565,37 @@ static void read_rss(uint64_t *rss, uint64_t *peak)
 	fclose(f);
 }
 
-void lsq_mount_get_stats(const struct lsq_mount *m,
-			 struct lsq_image_stats *st)
+void lsq_mount_counters(const struct lsq_mount *m, lsq_counter_fn fn,
+			void *ctx)
 {
-	lsq_image_get_stats(m->img, st);
-	lsq_uring_get_stats(m->uring, &st->fuse_ring_threads,
-			    &st->fuse_ring_requests);
-	read_rss(&st->process_rss_bytes, &st->process_rss_peak_bytes);
-	st->buffer_pool_bytes = lsq_bufpool_pooled_bytes();
+	uint64_t threads = 0, requests = 0, rss = 0, peak = 0;
+
+	lsq_image_counters(m->img, fn, ctx);
+	lsq_uring_get_stats(m->uring, &threads, &requests);
+	fn(ctx, "fuse_ring_threads", threads, LSQ_COUNTER_GAUGE);
+	fn(ctx, "fuse_ring_requests", requests, LSQ_COUNTER_TOTAL);
+	read_rss(&rss, &peak);
+	fn(ctx, "process_rss_bytes", rss, LSQ_COUNTER_GAUGE);
+	fn(ctx, "process_rss_peak_bytes", peak, LSQ_COUNTER_GAUGE);
+	fn(ctx, "buffer_pool_bytes", lsq_bufpool_pooled_bytes(),
+	   LSQ_COUNTER_GAUGE);
 }
 
 /* The counters as the value of LSQ_STATS_XATTR on the root. */
 static void reply_stats(fuse_req_t req, struct lsq_mount *m, size_t size)
 {
-	struct lsq_image_stats st;
+	struct lsq_counter_set set;
 	size_t len;
 	char *buf;
 
+	lsq_stats_collect(m, &set);
 	if (size == 0) {
 		/* Counters grow between the probe and the read; promise
 		 * room for any values so the read cannot get ERANGE. */
-		fuse_reply_xattr(req, lsq_stats_max_len());
+		fuse_reply_xattr(req, lsq_stats_max_len(&set));
 		return;
 	}
-	lsq_mount_get_stats(m, &st);
-	len = lsq_stats_format(&st, NULL, 0);
+	len = lsq_stats_format(&set, NULL, 0);
 	if (len > size) {
 		lsq_reply_err(req, LSQ_ERR_RANGE);
 		return;
@@ -599,7 +605,7 @@ static void reply_stats(fuse_req_t req, struct lsq_mount *m, size_t size)
 		lsq_reply_err(req, LSQ_ERR_NOMEM);
 		return;
 	}
-	lsq_stats_format(&st, buf, len + 1);
+	lsq_stats_format(&set, buf, len + 1);
 	fuse_reply_buf(req, buf, len);
 	free(buf);
 }

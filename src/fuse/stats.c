@@ -1,4 +1,12 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * stats.c - a mount's counters as text. The set starts with every counter
+ * the product has, in this order and at 0, so the output always names
+ * them all (a mount without a RAM cache prints block_cache_hits 0); the
+ * image, its layers and the daemon then report what they count
+ * (lsq_mount_counters). A name reported that is not listed here is
+ * printed after these, never dropped.
+ */
 #include "fuse/stats.h"
 
 #include <inttypes.h>
@@ -6,111 +14,115 @@
 
 static const struct {
 	const char *name;
-	size_t offset;
-} counters[] = {
-#define C(field) { #field, offsetof(struct lsq_image_stats, field) }
-	C(source_reads),
-	C(source_bytes),
-	C(source_failures),
-	C(meta_hits),
-	C(meta_misses),
-	C(meta_evictions),
-	C(meta_bytes),
-	C(data_hits),
-	C(data_misses),
-	C(data_evictions),
-	C(data_bytes),
-	C(data_direct),
-	C(frag_hits),
-	C(frag_misses),
-	C(frag_evictions),
-	C(frag_bytes),
-	C(decompress_calls),
-	C(decompress_ns),
-	C(block_cache_hits),
-	C(block_cache_misses),
-	C(block_cache_evictions),
-	C(block_cache_bytes),
-	C(disk_cache_hits),
-	C(disk_cache_misses),
-	C(disk_cache_writes),
-	C(disk_cache_corrupt),
-	C(disk_cache_evictions),
-	C(disk_cache_bytes),
-	C(cas_hits),
-	C(cas_misses),
-	C(cas_writes),
-	C(cas_evictions),
-	C(cas_bytes),
-	C(metadata_pinned_bytes),
-	C(http_requests),
-	C(http_bytes),
-	C(http_retries),
-	C(http_failures),
-	C(http_memory_hits),
-	C(http_readahead_bytes),
-	C(http_in_flight),
-	C(http_rtt_us),
-	C(http_windows),
-	C(http_window_hits),
-	C(http_buffer_bytes),
-	C(http_url_renewals),
-	C(http_url_failures),
-	C(fuse_ring_threads),
-	C(fuse_ring_requests),
-	C(process_rss_bytes),
-	C(process_rss_peak_bytes),
-	C(buffer_pool_bytes),
-	C(verify_units),
-	C(verify_reused),
-	C(verify_mismatches),
-	C(verify_refetches),
-	C(verify_refused),
-	C(prefetch_files),
-	C(prefetch_missing),
-	C(prefetch_planned_bytes),
-	C(prefetch_spans),
-	C(prefetch_spans_done),
-	C(prefetch_requests),
-	C(prefetch_bytes),
-	C(prefetch_failures),
-	C(prefetch_blocks),
-	C(prefetch_hits),
-	C(prefetch_hit_bytes),
-	C(background_units),
-	C(background_planned_bytes),
-	C(background_spans),
-	C(background_done),
-	C(background_requests),
-	C(background_bytes),
-	C(background_failures),
-	C(background_blocks),
-	C(background_hits),
-	C(background_hit_bytes),
-#undef C
+	enum lsq_counter_kind kind;
+} known[] = {
+#define T(name) { #name, LSQ_COUNTER_TOTAL }
+#define G(name) { #name, LSQ_COUNTER_GAUGE }
+	T(source_reads),
+	T(source_bytes),
+	T(source_failures),
+	T(meta_hits),
+	T(meta_misses),
+	T(meta_evictions),
+	G(meta_bytes),
+	T(data_hits),
+	T(data_misses),
+	T(data_evictions),
+	G(data_bytes),
+	T(data_direct),
+	T(frag_hits),
+	T(frag_misses),
+	T(frag_evictions),
+	G(frag_bytes),
+	T(decompress_calls),
+	T(decompress_ns),
+	T(block_cache_hits),
+	T(block_cache_misses),
+	T(block_cache_evictions),
+	G(block_cache_bytes),
+	T(disk_cache_hits),
+	T(disk_cache_misses),
+	T(disk_cache_writes),
+	T(disk_cache_corrupt),
+	T(disk_cache_evictions),
+	G(disk_cache_bytes),
+	T(cas_hits),
+	T(cas_misses),
+	T(cas_writes),
+	T(cas_evictions),
+	G(cas_bytes),
+	G(metadata_pinned_bytes),
+	T(http_requests),
+	T(http_bytes),
+	T(http_retries),
+	T(http_failures),
+	T(http_memory_hits),
+	T(http_readahead_bytes),
+	G(http_in_flight),
+	G(http_rtt_us),
+	T(http_windows),
+	T(http_window_hits),
+	G(http_buffer_bytes),
+	T(http_url_renewals),
+	T(http_url_failures),
+	G(fuse_ring_threads),
+	T(fuse_ring_requests),
+	G(process_rss_bytes),
+	G(process_rss_peak_bytes),
+	G(buffer_pool_bytes),
+	T(verify_units),
+	T(verify_reused),
+	T(verify_mismatches),
+	T(verify_refetches),
+	T(verify_refused),
+	G(prefetch_files),
+	G(prefetch_missing),
+	G(prefetch_planned_bytes),
+	G(prefetch_spans),
+	T(prefetch_spans_done),
+	T(prefetch_requests),
+	T(prefetch_bytes),
+	T(prefetch_failures),
+	T(prefetch_blocks),
+	T(prefetch_hits),
+	T(prefetch_hit_bytes),
+	G(background_units),
+	G(background_planned_bytes),
+	T(background_spans),
+	G(background_done),
+	T(background_requests),
+	T(background_bytes),
+	T(background_failures),
+	T(background_blocks),
+	T(background_hits),
+	T(background_hit_bytes),
+#undef T
+#undef G
 };
 
-#define N_COUNTERS (sizeof(counters) / sizeof(counters[0]))
-
-static uint64_t counter(const struct lsq_image_stats *st, size_t i)
+void lsq_stats_collect(const struct lsq_mount *m, struct lsq_counter_set *set)
 {
-	return *(const uint64_t *)((const char *)st + counters[i].offset);
+	lsq_counter_set_init(set);
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		lsq_counter_set_add(set, known[i].name, 0, known[i].kind);
+	lsq_mount_counters(m, lsq_counter_set_add, set);
 }
 
-static size_t format(const struct lsq_image_stats *st, char *buf, size_t size,
-		     char sep, char end)
+static size_t format(const struct lsq_counter_set *set, bool max, char *buf,
+		     size_t size, char sep, char end)
 {
 	size_t len = 0;
 
 	if (size > 0)
 		buf[0] = '\0';
-	for (size_t i = 0; i < N_COUNTERS; i++) {
-		char item[96];
+	for (size_t i = 0; i < set->n; i++) {
+		char item[160];
 		int n;
 
 		n = snprintf(item, sizeof(item), "%s%c%" PRIu64 "%c",
-			     counters[i].name, sep, counter(st, i),
-			     i + 1 < N_COUNTERS ? end : '\n');
+			     set->items[i].name, sep,
+			     max ? UINT64_MAX : set->items[i].value,
+			     i + 1 < set->n ? end : '\n');
 		if (n < 0)
 			continue;
 		if (len + (size_t)n < size)
@@ -120,16 +132,16 @@ static size_t format(const struct lsq_image_stats *st, char *buf, size_t size,
 	return len;
 }
 
-size_t lsq_stats_format(const struct lsq_image_stats *st, char *buf,
+size_t lsq_stats_format(const struct lsq_counter_set *set, char *buf,
 			size_t size)
 {
-	return format(st, buf, size, ' ', '\n');
+	return format(set, false, buf, size, ' ', '\n');
 }
 
-size_t lsq_stats_format_line(const struct lsq_image_stats *st, char *buf,
+size_t lsq_stats_format_line(const struct lsq_counter_set *set, char *buf,
 			     size_t size)
 {
-	size_t len = format(st, buf, size, '=', ' ');
+	size_t len = format(set, false, buf, size, '=', ' ');
 
 	/* a log line carries no trailing newline */
 	if (len < size)
@@ -137,11 +149,7 @@ size_t lsq_stats_format_line(const struct lsq_image_stats *st, char *buf,
 	return len - 1;
 }
 
-size_t lsq_stats_max_len(void)
+size_t lsq_stats_max_len(const struct lsq_counter_set *set)
 {
-	struct lsq_image_stats max;
-
-	for (size_t i = 0; i < N_COUNTERS; i++)
-		*(uint64_t *)((char *)&max + counters[i].offset) = UINT64_MAX;
-	return lsq_stats_format(&max, NULL, 0);
+	return format(set, true, NULL, 0, ' ', '\n');
 }

@@ -8,18 +8,24 @@
 
 #include <stddef.h>
 
-#include "lsq/image.h"
+#include "common/counter_set.h"
+#include "fuse/mount.h"
+
+/* Every counter of the mount, known ones first (at 0 where nothing
+ * reported them). */
+void lsq_stats_collect(const struct lsq_mount *m, struct lsq_counter_set *set);
 
 /* "key value\n" per counter into buf (NUL-terminated when size > 0).
  * Returns the length of the full text, as snprintf does. */
-size_t lsq_stats_format(const struct lsq_image_stats *st, char *buf,
+size_t lsq_stats_format(const struct lsq_counter_set *set, char *buf,
 			size_t size);
 
-/* An upper bound of lsq_stats_format()'s length for any counter values. */
-size_t lsq_stats_max_len(void);
+/* An upper bound of lsq_stats_format()'s length for the set's counters,
+ * whatever their values. */
+size_t lsq_stats_max_len(const struct lsq_counter_set *set);
 
 /* The same counters as one "key=value key=value ..." line. */
-size_t lsq_stats_format_line(const struct lsq_image_stats *st, char *buf,
+size_t lsq_stats_format_line(const struct lsq_counter_set *set, char *buf,
 			     size_t size);
 
 #endif

@@ -556,14 +556,18 @@ void lsq_background_destroy(struct lsq_background *bg)
 	free(bg);
 }
 
-void lsq_background_add_stats(const struct lsq_background *bg,
-			      struct lsq_image_stats *out)
+void lsq_background_counters(const struct lsq_background *bg,
+			     lsq_counter_fn fn, void *ctx)
 {
 	if (!bg)
 		return;
-	out->background_units = atomic_load(&bg->planned_units);
-	out->background_planned_bytes = atomic_load(&bg->planned_bytes);
-	out->background_spans = atomic_load(&bg->spans);
+	fn(ctx, "background_units", atomic_load(&bg->planned_units),
+	   LSQ_COUNTER_GAUGE);
+	fn(ctx, "background_planned_bytes", atomic_load(&bg->planned_bytes),
+	   LSQ_COUNTER_GAUGE);
+	fn(ctx, "background_spans", atomic_load(&bg->spans),
+	   LSQ_COUNTER_TOTAL);
 	/* every stream has ended: planned, fetched, or stopped */
-	out->background_done = atomic_load(&bg->running) == 0;
+	fn(ctx, "background_done", atomic_load(&bg->running) == 0,
+	   LSQ_COUNTER_GAUGE);
 }

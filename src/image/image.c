@@ -392,110 +392,49 @@ void lsq_image_statfs(const struct lsq_image *img, struct statvfs *st)
 	st->f_flag = ST_RDONLY;
 }
 
-static void cache_counters(struct lsq_block_cache *cache, uint64_t *hits,
-			   uint64_t *misses, uint64_t *evictions,
-			   uint64_t *bytes)
+/* A decompressed cache's counters, named PREFIX_hits and so on. */
+static void cache_counters(const struct lsq_block_cache *cache,
+			   const char *const names[4], lsq_counter_fn fn,
+			   void *ctx)
 {
 	struct lsq_block_cache_stats cs;
 
-	lsq_block_cache_get_stats(cache, &cs);
-	*hits = cs.hits;
-	*misses = cs.misses;
-	*evictions = cs.evictions;
-	*bytes = cs.bytes;
+	lsq_block_cache_get_stats((struct lsq_block_cache *)cache, &cs);
+	fn(ctx, names[0], cs.hits, LSQ_COUNTER_TOTAL);
+	fn(ctx, names[1], cs.misses, LSQ_COUNTER_TOTAL);
+	fn(ctx, names[2], cs.evictions, LSQ_COUNTER_TOTAL);
+	fn(ctx, names[3], cs.bytes, LSQ_COUNTER_GAUGE);
 }
 
-/* The source layers' counters (lsq_source_counters) as fields of
- * struct lsq_image_stats; layers that report one name add up. */
-#define SOURCE_COUNTER(f) { #f, offsetof(struct lsq_image_stats, f) }
-static const struct {
-	const char *name;
-	size_t at;
-} source_counters[] = {
-	SOURCE_COUNTER(block_cache_hits),
-	SOURCE_COUNTER(block_cache_misses),
-	SOURCE_COUNTER(block_cache_evictions),
-	SOURCE_COUNTER(block_cache_bytes),
-	SOURCE_COUNTER(disk_cache_hits),
-	SOURCE_COUNTER(disk_cache_misses),
-	SOURCE_COUNTER(disk_cache_writes),
-	SOURCE_COUNTER(disk_cache_corrupt),
-	SOURCE_COUNTER(disk_cache_evictions),
-	SOURCE_COUNTER(disk_cache_bytes),
-	SOURCE_COUNTER(cas_hits),
-	SOURCE_COUNTER(cas_misses),
-	SOURCE_COUNTER(cas_writes),
-	SOURCE_COUNTER(cas_evictions),
-	SOURCE_COUNTER(cas_bytes),
-	SOURCE_COUNTER(metadata_pinned_bytes),
-	SOURCE_COUNTER(prefetch_requests),
-	SOURCE_COUNTER(prefetch_bytes),
-	SOURCE_COUNTER(prefetch_failures),
-	SOURCE_COUNTER(prefetch_blocks),
-	SOURCE_COUNTER(prefetch_hits),
-	SOURCE_COUNTER(prefetch_hit_bytes),
-	SOURCE_COUNTER(background_requests),
-	SOURCE_COUNTER(background_bytes),
-	SOURCE_COUNTER(background_failures),
-	SOURCE_COUNTER(background_blocks),
-	SOURCE_COUNTER(background_hits),
-	SOURCE_COUNTER(background_hit_bytes),
-	SOURCE_COUNTER(http_requests),
-	SOURCE_COUNTER(http_bytes),
-	SOURCE_COUNTER(http_retries),
-	SOURCE_COUNTER(http_failures),
-	SOURCE_COUNTER(http_memory_hits),
-	SOURCE_COUNTER(http_readahead_bytes),
-	SOURCE_COUNTER(http_in_flight),
-	SOURCE_COUNTER(http_rtt_us),
-	SOURCE_COUNTER(http_windows),
-	SOURCE_COUNTER(http_window_hits),
-	SOURCE_COUNTER(http_buffer_bytes),
-	SOURCE_COUNTER(http_url_renewals),
-	SOURCE_COUNTER(http_url_failures),
-};
-
-static void add_source_counter(void *ctx, const char *name, uint64_t value,
-			       enum lsq_counter_kind kind)
+void lsq_image_counters(const struct lsq_image *img, lsq_counter_fn fn,
+			void *ctx)
 {
-	(void)kind;
-	for (size_t i = 0;
-	     i < sizeof(source_counters) / sizeof(source_counters[0]); i++)
-		if (strcmp(source_counters[i].name, name) == 0) {
-			*(uint64_t *)((char *)ctx + source_counters[i].at) +=
-				value;
-			return;
-		}
-}
+	static const char *const meta[4] = { "meta_hits", "meta_misses",
+					     "meta_evictions", "meta_bytes" };
+	static const char *const data[4] = { "data_hits", "data_misses",
+					     "data_evictions", "data_bytes" };
+	static const char *const frag[4] = { "frag_hits", "frag_misses",
+					     "frag_evictions", "frag_bytes" };
+	uint64_t calls, ns;
 
-void lsq_image_get_stats(const struct lsq_image *img,
-			 struct lsq_image_stats *out)
-{
-	memset(out, 0, sizeof(*out));
-	out->source_reads = atomic_load(&img->src->stats.reads);
-	out->source_bytes = atomic_load(&img->src->stats.bytes_read);
-	out->source_failures = atomic_load(&img->src->stats.failures);
-	cache_counters(img->meta_cache, &out->meta_hits, &out->meta_misses,
-		       &out->meta_evictions, &out->meta_bytes);
-	cache_counters(img->data_cache, &out->data_hits, &out->data_misses,
-		       &out->data_evictions, &out->data_bytes);
-	out->data_direct = atomic_load_explicit(&img->direct_blocks,
-						memory_order_relaxed);
-	cache_counters(img->frag_cache, &out->frag_hits, &out->frag_misses,
-		       &out->frag_evictions, &out->frag_bytes);
-	lsq_codec_get_stats(img->codec, &out->decompress_calls,
-			    &out->decompress_ns);
-	lsq_source_counters(img->src, add_source_counter, out);
-	lsq_prefetch_add_stats(img->prefetch, out);
-	lsq_background_add_stats(img->background, out);
-	if (img->verifier) {
-		struct lsq_verify_stats vs;
-
-		lsq_verifier_get_stats(img->verifier, &vs);
-		out->verify_units = vs.units;
-		out->verify_reused = vs.reused;
-		out->verify_mismatches = vs.mismatches;
-		out->verify_refetches = vs.refetches;
-		out->verify_refused = vs.refused;
-	}
+	fn(ctx, "source_reads", atomic_load(&img->src->stats.reads),
+	   LSQ_COUNTER_TOTAL);
+	fn(ctx, "source_bytes", atomic_load(&img->src->stats.bytes_read),
+	   LSQ_COUNTER_TOTAL);
+	fn(ctx, "source_failures", atomic_load(&img->src->stats.failures),
+	   LSQ_COUNTER_TOTAL);
+	cache_counters(img->meta_cache, meta, fn, ctx);
+	cache_counters(img->data_cache, data, fn, ctx);
+	fn(ctx, "data_direct",
+	   atomic_load_explicit(&img->direct_blocks, memory_order_relaxed),
+	   LSQ_COUNTER_TOTAL);
+	cache_counters(img->frag_cache, frag, fn, ctx);
+	lsq_codec_get_stats(img->codec, &calls, &ns);
+	fn(ctx, "decompress_calls", calls, LSQ_COUNTER_TOTAL);
+	fn(ctx, "decompress_ns", ns, LSQ_COUNTER_TOTAL);
+	lsq_source_counters(img->src, fn, ctx);
+	lsq_prefetch_counters(img->prefetch, fn, ctx);
+	lsq_background_counters(img->background, fn, ctx);
+	if (img->verifier)
+		lsq_verifier_counters(img->verifier, fn, ctx);
 }

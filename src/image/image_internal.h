@@ -170,14 +170,14 @@ int lsq_file_extents(struct lsq_image *img, const struct lsq_inode *file,
 
 /* prefetch.c: stop and free the image's prefetcher (NULL is ignored) */
 void lsq_prefetch_destroy(struct lsq_prefetch *pf);
-void lsq_prefetch_add_stats(const struct lsq_prefetch *pf,
-			    struct lsq_image_stats *out);
+void lsq_prefetch_counters(const struct lsq_prefetch *pf, lsq_counter_fn fn,
+			   void *ctx);
 /* Whether a prefetch is planning or has spans left (false for NULL). */
 bool lsq_prefetch_busy(const struct lsq_prefetch *pf);
 
 /* background.c: stop and free the background fetch (NULL is ignored) */
 void lsq_background_destroy(struct lsq_background *bg);
-void lsq_background_add_stats(const struct lsq_background *bg,
-			      struct lsq_image_stats *out);
+void lsq_background_counters(const struct lsq_background *bg,
+			     lsq_counter_fn fn, void *ctx);
 
 #endif

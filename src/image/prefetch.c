@@ -451,16 +451,20 @@ bool lsq_prefetch_busy(const struct lsq_prefetch *pf)
 			atomic_load(&pf->nspans_planned));
 }
 
-void lsq_prefetch_add_stats(const struct lsq_prefetch *pf,
-			    struct lsq_image_stats *out)
+void lsq_prefetch_counters(const struct lsq_prefetch *pf, lsq_counter_fn fn,
+			   void *ctx)
 {
 	if (!pf)
 		return;
-	out->prefetch_files = atomic_load(&pf->files);
-	out->prefetch_missing = atomic_load(&pf->missing);
-	out->prefetch_planned_bytes = atomic_load(&pf->planned_bytes);
-	out->prefetch_spans = atomic_load(&pf->nspans_planned);
-	out->prefetch_spans_done = atomic_load(&pf->spans_done);
+	fn(ctx, "prefetch_files", atomic_load(&pf->files), LSQ_COUNTER_GAUGE);
+	fn(ctx, "prefetch_missing", atomic_load(&pf->missing),
+	   LSQ_COUNTER_GAUGE);
+	fn(ctx, "prefetch_planned_bytes", atomic_load(&pf->planned_bytes),
+	   LSQ_COUNTER_GAUGE);
+	fn(ctx, "prefetch_spans", atomic_load(&pf->nspans_planned),
+	   LSQ_COUNTER_GAUGE);
+	fn(ctx, "prefetch_spans_done", atomic_load(&pf->spans_done),
+	   LSQ_COUNTER_TOTAL);
 }
 
 /* ---- the profile stored in the image ---- */

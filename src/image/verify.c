@@ -355,15 +355,14 @@ int lsq_verifier_read(struct lsq_verifier *v, struct lsq_source *src,
 	return ret;
 }
 
-void lsq_verifier_get_stats(const struct lsq_verifier *v,
-			    struct lsq_verify_stats *out)
+void lsq_verifier_counters(const struct lsq_verifier *v, lsq_counter_fn fn,
+			   void *ctx)
 {
-	memset(out, 0, sizeof(*out));
-	if (!v)
-		return;
-	out->units = atomic_load(&v->units);
-	out->reused = atomic_load(&v->reused);
-	out->mismatches = atomic_load(&v->mismatches);
-	out->refetches = atomic_load(&v->refetches);
-	out->refused = atomic_load(&v->refused);
+	fn(ctx, "verify_units", atomic_load(&v->units), LSQ_COUNTER_TOTAL);
+	fn(ctx, "verify_reused", atomic_load(&v->reused), LSQ_COUNTER_TOTAL);
+	fn(ctx, "verify_mismatches", atomic_load(&v->mismatches),
+	   LSQ_COUNTER_TOTAL);
+	fn(ctx, "verify_refetches", atomic_load(&v->refetches),
+	   LSQ_COUNTER_TOTAL);
+	fn(ctx, "verify_refused", atomic_load(&v->refused), LSQ_COUNTER_TOTAL);
 }

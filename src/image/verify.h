@@ -68,14 +68,11 @@ bool lsq_verifier_check(void *ctx, const void *buf, size_t len,
 int lsq_verifier_read(struct lsq_verifier *v, struct lsq_source *src,
 		      struct lsq_read *rq);
 
-struct lsq_verify_stats {
-	uint64_t units;      /* units checked and good */
-	uint64_t reused;     /* of those, copies the caching layer checked */
-	uint64_t mismatches; /* copies that failed their digest */
-	uint64_t refetches;  /* refetches that brought a good copy */
-	uint64_t refused;    /* reads failed with EIO */
-};
-void lsq_verifier_get_stats(const struct lsq_verifier *v,
-			    struct lsq_verify_stats *out);
+/* Units checked and good (verify_units), of those the copies the caching
+ * layer had checked (verify_reused), copies that failed their digest
+ * (verify_mismatches), refetches that brought a good copy
+ * (verify_refetches), reads failed with EIO (verify_refused). */
+void lsq_verifier_counters(const struct lsq_verifier *v, lsq_counter_fn fn,
+			   void *ctx);
 
 #endif

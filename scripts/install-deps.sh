@@ -9,7 +9,7 @@ PKGS=(
 	zlib1g-dev liblzma-dev liblz4-dev liblzo2-dev libzstd-dev libssl-dev
 	libarchive-dev libarchive-tools zstd
 	squashfs-tools squashfs-tools-ng squashfuse
-	nginx-light fio valgrind attr python3 python3-pytest
+	nginx-light fio valgrind attr python3 python3-pytest prometheus
 	util-linux kmod procps openssl ca-certificates curl
 	scdoc man-db groff-base debootstrap systemd systemd-container
 )

@@ -45,6 +45,7 @@
 #include "fuse/startup_profile.h"
 #include "fuse/learned_profile.h"
 #include "fuse/background_policy.h"
+#include "fuse/metrics.h"
 #include "fuse/stats.h"
 #include "fuse/uring.h"
 #include "lsq/error.h"
@@ -306,6 +307,7 @@ static int run_mount(struct lsq_mount_options *opt)
 		.handles_lock = PTHREAD_MUTEX_INITIALIZER,
 	};
 	struct stats_watcher watcher = { .running = false };
+	struct lsq_metrics metrics = LSQ_METRICS_OFF;
 	struct lsq_startup_profile profile = { 0 };
 	bool served = false;
 	struct ready_notifier ready = { .running = false };
@@ -367,6 +369,17 @@ static int run_mount(struct lsq_mount_options *opt)
 	}
 	/* before the mount: resolving the path afterwards would ask us */
 	canonical = realpath(opt->mountpoint, NULL);
+	if (opt->metrics) {
+		char why[512];
+
+		/* bound now, so a taken port is the mount's error */
+		if (lsq_metrics_bind(&metrics, opt->metrics,
+				     canonical ? canonical : opt->mountpoint,
+				     opt->image, why, sizeof(why)) != 0) {
+			lsq_err_log("%s", why);
+			goto out_remove_handlers;
+		}
+	}
 	if (fuse_session_mount(se, opt->mountpoint) != 0)
 		goto out_remove_handlers;
 	if (!opt->foreground) {
@@ -386,6 +399,7 @@ static int run_mount(struct lsq_mount_options *opt)
 		uring = lsq_uring_start(se, opt->threads, opt->io_uring > 0);
 	m.uring = uring;  /* before the stats watcher reads it */
 	start_watcher(&watcher, &m);
+	lsq_metrics_start(&metrics, &m);
 	shown = lsq_url_redact(opt->image);
 	ready.mountpoint = opt->mountpoint;
 	ready.dev_below = below.st_dev;
@@ -398,6 +412,7 @@ static int run_mount(struct lsq_mount_options *opt)
 	lsq_sd_notify("STOPPING=1\nSTATUS=unmounting");
 	lsq_info("%s: unmounting", opt->mountpoint);
 	stop_watcher(&watcher);
+	lsq_metrics_stop(&metrics);
 	/* before the unmount closes the channel the store thread writes to */
 	lsq_page_store_stop(&m.page_store);
 	/* > 0 is the signal that ended the loop: a clean stop */
@@ -413,6 +428,7 @@ out_unmount:
 	lsq_uring_stop(uring);  /* the unmount ended the rings' fetches */
 	m.uring = NULL;         /* freed: the final stats line must not read it */
 out_remove_handlers:
+	lsq_metrics_stop(&metrics);  /* again after a clean stop: a no-op */
 	free(canonical);
 	fuse_remove_signal_handlers(se);
 out_destroy:

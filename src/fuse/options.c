@@ -391,14 +391,17 @@ static int parse_item(struct lsq_mount_options *opt, char *item,
 					 "off, auto or a fraction 0..1");
 		opt->background = f;
 		return LSQ_OK;
-	} else if (IS("record") || IS("prefetch")) {
-		char **slot = IS("record") ? &opt->record : &opt->prefetch;
+	} else if (IS("record") || IS("prefetch") || IS("metrics")) {
+		char **slot = IS("record")     ? &opt->record :
+			      IS("metrics")    ? &opt->metrics :
+						 &opt->prefetch;
 		char *copy;
 
 		NEED_VALUE();
 		if (value[0] == '\0')
 			return bad_value(name, value, IS("record") ?
-					 "a file name" :
+					 "a file name" : IS("metrics") ?
+					 "HOST:PORT or unix:PATH" :
 					 "auto, off, a file name or a URL");
 		copy = strdup(value);
 		if (!copy)
@@ -766,7 +769,8 @@ void lsq_mount_options_fini(struct lsq_mount_options *opt)
 	opt->cache_opts.dir = NULL;
 	free(opt->record);
 	free(opt->prefetch);
-	opt->record = opt->prefetch = NULL;
+	free(opt->metrics);
+	opt->record = opt->prefetch = opt->metrics = NULL;
 	for (unsigned i = 0; i < opt->nverify_keys; i++)
 		free(opt->verify_keys[i]);
 	opt->nverify_keys = 0;
@@ -880,6 +884,9 @@ void lsq_mount_options_help(FILE *out)
 "                          over spare bandwidth, behind the reads, into\n"
 "                          cache_dir or else half of block_cache (default\n"
 "                          auto: URLs; off for metered links)\n"
+"  metrics=HOST:PORT|unix:PATH  serve the counters to Prometheus at\n"
+"                          GET /metrics (default off; put it on localhost or\n"
+"                          behind your scraper's network: docs/metrics.md)\n"
 "  entry_timeout=SECONDS   kernel name cache timeout (default %.0f)\n"
 "  attr_timeout=SECONDS    kernel attribute cache timeout (default %.0f)\n"
 "  dev, nodev              honour device files (default nodev)\n"

@@ -76,6 +76,7 @@ struct lsq_mount_options {
 	bool block_cache_given;
 	int prefetch_metadata;  /* -1 not given, 0, 1 */
 	char *record;           /* -o record=PATH, owned; NULL: off */
+	char *metrics;          /* -o metrics=HOST:PORT|unix:PATH, owned */
 	char *prefetch;         /* -o prefetch=, owned; NULL: auto */
 	/* -o background=: the fraction of the image to fetch behind the
 	 * readers, 0 off, -1 auto (all of it, for URLs) */

@@ -1,0 +1,480 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * metrics.c - the Prometheus endpoint (metrics.h).
+ *
+ * One thread, one connection at a time: a scrape is a few kilobytes every
+ * few seconds, and nothing here touches the read path but the counters'
+ * atomic loads. A request must arrive whole within REQUEST_TIMEOUT_MS and
+ * REQUEST_MAX bytes, else the connection is closed (a slow or endless
+ * client holds the endpoint that long at most, never a reader).
+ */
+#include "fuse/metrics.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/url.h"
+#include "fuse/stats.h"
+
+#define REQUEST_MAX 8192
+#define REQUEST_TIMEOUT_MS 2000
+#define PREFIX "sqfs_lazy_"
+
+/* ---- rendering ---- */
+
+struct text {
+	char *buf;
+	size_t len, cap;
+	bool failed;
+};
+
+static void put(struct text *t, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void put(struct text *t, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (t->failed)
+		return;
+	for (;;) {
+		va_start(ap, fmt);
+		n = vsnprintf(t->buf ? t->buf + t->len : NULL,
+			      t->buf ? t->cap - t->len : 0, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			t->failed = true;
+			return;
+		}
+		if (t->buf && t->len + (size_t)n < t->cap) {
+			t->len += (size_t)n;
+			return;
+		}
+		size_t cap = t->cap ? 2 * t->cap : 16384;
+
+		while (cap < t->len + (size_t)n + 1)
+			cap *= 2;
+		char *p = realloc(t->buf, cap);
+
+		if (!p) {
+			t->failed = true;
+			return;
+		}
+		t->buf = p;
+		t->cap = cap;
+	}
+}
+
+/* A counter's name under Prometheus's conventions: base units (a name in
+ * _ns or _us is in seconds), _total for what only grows. *scale divides
+ * the value. */
+static void metric_name(const struct lsq_counter *c, char *out, size_t size,
+			double *scale)
+{
+	const char *name = c->name;
+	size_t n = strlen(name);
+	const char *unit = "";
+
+	*scale = 1;
+	if (n > 3 && strcmp(name + n - 3, "_ns") == 0) {
+		n -= 3;
+		unit = "_seconds";
+		*scale = 1e9;
+	} else if (n > 3 && strcmp(name + n - 3, "_us") == 0) {
+		n -= 3;
+		unit = "_seconds";
+		*scale = 1e6;
+	}
+	snprintf(out, size, PREFIX "%.*s%s%s", (int)n, name, unit,
+		 c->kind == LSQ_COUNTER_TOTAL ? "_total" : "");
+}
+
+char *lsq_metrics_render(const struct lsq_counter_set *set,
+			 const char *labels, size_t *len)
+{
+	struct text t = { 0 };
+
+	put(&t, "# HELP " PREFIX "build_info The version of sqfs-lazy-mount serving this mount.\n"
+		"# TYPE " PREFIX "build_info gauge\n"
+		PREFIX "build_info{version=\"%s\"} 1\n", LSQ_VERSION);
+	for (size_t i = 0; i < set->n; i++) {
+		const struct lsq_counter *c = &set->items[i];
+		char name[128];
+		double scale;
+
+		metric_name(c, name, sizeof(name), &scale);
+		put(&t, "# HELP %s The --stats counter %s (docs/metrics.md).\n"
+			"# TYPE %s %s\n", name, c->name, name,
+		    c->kind == LSQ_COUNTER_TOTAL ? "counter" : "gauge");
+		if (scale == 1)
+			put(&t, "%s%s %llu\n", name, labels,
+			    (unsigned long long)c->value);
+		else
+			put(&t, "%s%s %.9g\n", name, labels,
+			    (double)c->value / scale);
+	}
+	if (t.failed) {
+		free(t.buf);
+		return NULL;
+	}
+	*len = t.len;
+	return t.buf;
+}
+
+/* A label value: backslash, double quote and newline escaped. */
+static void put_label(struct text *t, const char *key, const char *value,
+		      bool first)
+{
+	put(t, "%s%s=\"", first ? "" : ",", key);
+	for (const char *p = value; *p; p++) {
+		if (*p == '\\' || *p == '"')
+			put(t, "\\%c", *p);
+		else if (*p == '\n')
+			put(t, "\\n");
+		else
+			put(t, "%c", *p);
+	}
+	put(t, "\"");
+}
+
+/* ---- binding ---- */
+
+static int bind_unix(struct lsq_metrics *mx, const char *path, char *err,
+		     size_t errlen)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		snprintf(err, errlen, "metrics=unix:%s: path too long", path);
+		return -1;
+	}
+	strcpy(sa.sun_path, path);
+	/* a socket left by a daemon that died is replaced; anything else
+	 * at that path is not ours to remove */
+	if (lstat(path, &st) == 0) {
+		int probe;
+
+		if (!S_ISSOCK(st.st_mode)) {
+			snprintf(err, errlen, "metrics=unix:%s: exists and is not a socket", path);
+			return -1;
+		}
+		probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (probe >= 0 &&
+		    connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+			close(probe);
+			snprintf(err, errlen, "metrics=unix:%s: another daemon serves it", path);
+			return -1;
+		}
+		if (probe >= 0)
+			close(probe);
+		unlink(path);
+	}
+	mx->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (mx->listen_fd < 0 ||
+	    bind(mx->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		snprintf(err, errlen, "metrics=unix:%s: %s", path,
+			 strerror(errno));
+		return -1;
+	}
+	mx->unix_path = strdup(path);
+	return 0;
+}
+
+static int bind_tcp(struct lsq_metrics *mx, const char *spec, char *err,
+		    size_t errlen)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_NUMERICSERV };
+	struct addrinfo *res = NULL;
+	char host[256];
+	const char *colon = strrchr(spec, ':');
+	size_t hl;
+	int one = 1, rc;
+
+	if (!colon || colon == spec || !colon[1]) {
+		snprintf(err, errlen, "metrics=%s: want HOST:PORT or unix:PATH", spec);
+		return -1;
+	}
+	hl = (size_t)(colon - spec);
+	if (spec[0] == '[' && hl >= 2 && spec[hl - 1] == ']') {  /* [v6] */
+		spec++;
+		hl -= 2;
+	}
+	if (hl >= sizeof(host)) {
+		snprintf(err, errlen, "metrics=%s: host too long", spec);
+		return -1;
+	}
+	memcpy(host, spec, hl);
+	host[hl] = '\0';
+	rc = getaddrinfo(host, colon + 1, &hints, &res);
+	if (rc != 0) {
+		snprintf(err, errlen, "metrics=%s: %s", spec, gai_strerror(rc));
+		return -1;
+	}
+	mx->listen_fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (mx->listen_fd >= 0)
+		setsockopt(mx->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one,
+			   sizeof(one));
+	if (mx->listen_fd < 0 ||
+	    bind(mx->listen_fd, res->ai_addr, res->ai_addrlen) != 0) {
+		snprintf(err, errlen, "metrics=%s: %s", spec, strerror(errno));
+		freeaddrinfo(res);
+		return -1;
+	}
+	freeaddrinfo(res);
+	return 0;
+}
+
+int lsq_metrics_bind(struct lsq_metrics *mx, const char *spec,
+		     const char *mountpoint, const char *image, char *err,
+		     size_t errlen)
+{
+	struct text t = { 0 };
+	char *shown = lsq_url_redact(image);
+	int rc;
+
+	memset(mx, 0, sizeof(*mx));
+	mx->listen_fd = -1;
+	mx->wake[0] = mx->wake[1] = -1;
+	if (strncmp(spec, "unix:", 5) == 0)
+		rc = bind_unix(mx, spec + 5, err, errlen);
+	else
+		rc = bind_tcp(mx, spec, err, errlen);
+	if (rc == 0 && listen(mx->listen_fd, 16) != 0) {
+		snprintf(err, errlen, "metrics=%s: %s", spec, strerror(errno));
+		rc = -1;
+	}
+	if (rc == 0 && pipe2(mx->wake, O_CLOEXEC) != 0) {
+		snprintf(err, errlen, "metrics=%s: %s", spec, strerror(errno));
+		rc = -1;
+	}
+	put(&t, "{");
+	put_label(&t, "mountpoint", mountpoint, true);
+	put_label(&t, "image", shown ? shown : "", false);
+	put(&t, "}");
+	free(shown);
+	mx->labels = t.buf;
+	if (rc == 0 && t.failed) {
+		snprintf(err, errlen, "metrics=%s: out of memory", spec);
+		rc = -1;
+	}
+	if (rc != 0)
+		lsq_metrics_stop(mx);
+	return rc;
+}
+
+/* ---- serving ---- */
+
+static long ms_since(const struct timespec *t0)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (now.tv_sec - t0->tv_sec) * 1000 +
+	       (now.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+static void send_all(int fd, const char *p, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return;
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+static void reply(int fd, const char *status, const char *type,
+		  const char *body, size_t len)
+{
+	char head[256];
+	int n = snprintf(head, sizeof(head),
+			 "HTTP/1.1 %s\r\nContent-Type: %s\r\n"
+			 "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+			 status, type, len);
+
+	send_all(fd, head, (size_t)n);
+	send_all(fd, body, len);
+}
+
+static void reply_text(int fd, const char *status, const char *body)
+{
+	reply(fd, status, "text/plain; charset=utf-8", body, strlen(body));
+}
+
+/* One request on fd: read its head within the limits, answer, close. */
+static void serve(struct lsq_metrics *mx, int fd)
+{
+	char req[REQUEST_MAX + 1];
+	size_t got = 0;
+	struct timespec t0;
+	char *sp1, *sp2, *q;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		long left = REQUEST_TIMEOUT_MS - ms_since(&t0);
+		ssize_t n;
+
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			return;  /* too slow: closed without a word */
+		n = recv(fd, req + got, REQUEST_MAX - got, 0);
+		if (n <= 0)
+			return;
+		got += (size_t)n;
+		req[got] = '\0';
+		if (strstr(req, "\r\n\r\n") || strstr(req, "\n\n"))
+			break;
+		if (got == REQUEST_MAX) {
+			reply_text(fd, "431 Request Header Fields Too Large",
+				   "request head over 8 KiB\n");
+			return;
+		}
+	}
+	/* request line: METHOD SP TARGET SP VERSION */
+	sp1 = strchr(req, ' ');
+	sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
+	if (!sp1 || !sp2 || strncmp(sp2 + 1, "HTTP/1.", 7) != 0) {
+		reply_text(fd, "400 Bad Request", "bad request line\n");
+		return;
+	}
+	*sp1 = *sp2 = '\0';
+	q = strchr(sp1 + 1, '?');
+	if (q)
+		*q = '\0';
+	if (strcmp(sp1 + 1, "/metrics") != 0) {
+		reply_text(fd, "404 Not Found", "try /metrics\n");
+		return;
+	}
+	if (strcmp(req, "GET") != 0) {
+		reply_text(fd, "405 Method Not Allowed", "GET only\n");
+		return;
+	}
+	{
+		struct lsq_counter_set *set = malloc(sizeof(*set));
+		size_t len = 0;
+		char *body = NULL;
+
+		if (set) {
+			lsq_stats_collect(mx->m, set);
+			body = lsq_metrics_render(set, mx->labels, &len);
+			free(set);
+		}
+		if (!body) {
+			reply_text(fd, "503 Service Unavailable",
+				   "out of memory\n");
+			return;
+		}
+		reply(fd, "200 OK", "text/plain; version=0.0.4; charset=utf-8",
+		      body, len);
+		free(body);
+	}
+}
+
+/* Close after an answer the client may still be sending into (an
+ * oversized head): closing with unread bytes resets the connection, and
+ * the reset can reach the client before the answer. Read what follows
+ * for a moment (64 KiB, 200 ms at most), then close. */
+static void close_gently(int fd)
+{
+	char sink[4096];
+	struct timespec t0;
+	size_t drained = 0;
+
+	shutdown(fd, SHUT_WR);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (drained < (64u << 10)) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		long left = 200 - ms_since(&t0);
+		ssize_t n;
+
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			break;
+		n = recv(fd, sink, sizeof(sink), 0);
+		if (n <= 0)
+			break;
+		drained += (size_t)n;
+	}
+	close(fd);
+}
+
+static void *metrics_thread(void *arg)
+{
+	struct lsq_metrics *mx = arg;
+
+	pthread_setname_np(pthread_self(), "sqfs-metrics");
+	for (;;) {
+		struct pollfd p[2] = { { .fd = mx->listen_fd, .events = POLLIN },
+				       { .fd = mx->wake[0], .events = POLLIN } };
+		int fd;
+
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (p[1].revents)
+			break;
+		fd = accept4(mx->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		serve(mx, fd);
+		close_gently(fd);
+	}
+	return NULL;
+}
+
+void lsq_metrics_start(struct lsq_metrics *mx, const struct lsq_mount *m)
+{
+	if (mx->listen_fd < 0)
+		return;
+	mx->m = m;
+	if (pthread_create(&mx->thread, NULL, metrics_thread, mx) != 0) {
+		lsq_warn("metrics: no thread to serve them: %s",
+			 strerror(errno));
+		return;
+	}
+	mx->running = true;
+}
+
+void lsq_metrics_stop(struct lsq_metrics *mx)
+{
+	if (mx->running) {
+		ssize_t n = write(mx->wake[1], "x", 1);
+
+		(void)n;
+		pthread_join(mx->thread, NULL);
+		mx->running = false;
+	}
+	if (mx->listen_fd >= 0)
+		close(mx->listen_fd);
+	mx->listen_fd = -1;
+	for (int i = 0; i < 2; i++)
+		if (mx->wake[i] >= 0)
+			close(mx->wake[i]);
+	mx->wake[0] = mx->wake[1] = -1;
+	if (mx->unix_path)
+		unlink(mx->unix_path);
+	free(mx->unix_path);
+	mx->unix_path = NULL;
+	free(mx->labels);
+	mx->labels = NULL;
+}

@@ -26,6 +26,7 @@
 
 #include "common/log.h"
 #include "common/url.h"
+#include "fuse/metrics_request.h"
 #include "fuse/stats.h"
 
 #define REQUEST_MAX 8192
@@ -320,16 +321,16 @@ static void reply_text(int fd, const char *status, const char *body)
 	reply(fd, status, "text/plain; charset=utf-8", body, strlen(body));
 }
 
-/* One request on fd: read its head within the limits, answer, close. */
+/* One request on fd: read its head within the limits, answer. */
 static void serve(struct lsq_metrics *mx, int fd)
 {
-	char req[REQUEST_MAX + 1];
+	char req[REQUEST_MAX];
 	size_t got = 0;
 	struct timespec t0;
-	char *sp1, *sp2, *q;
+	enum lsq_metrics_request what = LSQ_MREQ_INCOMPLETE;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (;;) {
+	while (what == LSQ_MREQ_INCOMPLETE) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 		long left = REQUEST_TIMEOUT_MS - ms_since(&t0);
 		ssize_t n;
@@ -340,33 +341,24 @@ static void serve(struct lsq_metrics *mx, int fd)
 		if (n <= 0)
 			return;
 		got += (size_t)n;
-		req[got] = '\0';
-		if (strstr(req, "\r\n\r\n") || strstr(req, "\n\n"))
-			break;
-		if (got == REQUEST_MAX) {
-			reply_text(fd, "431 Request Header Fields Too Large",
-				   "request head over 8 KiB\n");
-			return;
-		}
+		what = lsq_metrics_parse(req, got, REQUEST_MAX);
 	}
-	/* request line: METHOD SP TARGET SP VERSION */
-	sp1 = strchr(req, ' ');
-	sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
-	if (!sp1 || !sp2 || strncmp(sp2 + 1, "HTTP/1.", 7) != 0) {
+	switch (what) {
+	case LSQ_MREQ_TOO_LARGE:
+		reply_text(fd, "431 Request Header Fields Too Large",
+			   "request head over 8 KiB\n");
+		return;
+	case LSQ_MREQ_BAD:
 		reply_text(fd, "400 Bad Request", "bad request line\n");
 		return;
-	}
-	*sp1 = *sp2 = '\0';
-	q = strchr(sp1 + 1, '?');
-	if (q)
-		*q = '\0';
-	if (strcmp(sp1 + 1, "/metrics") != 0) {
+	case LSQ_MREQ_NOT_FOUND:
 		reply_text(fd, "404 Not Found", "try /metrics\n");
 		return;
-	}
-	if (strcmp(req, "GET") != 0) {
+	case LSQ_MREQ_METHOD:
 		reply_text(fd, "405 Method Not Allowed", "GET only\n");
 		return;
+	default:
+		break;
 	}
 	{
 		struct lsq_counter_set *set = malloc(sizeof(*set));

@@ -9,7 +9,9 @@
 #define LSQ_LOG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 enum lsq_log_level {
 	LSQ_LOG_SILENT = -1, /* as a threshold only: log nothing */
@@ -31,6 +33,12 @@ void lsq_log(enum lsq_log_level level, const char *fmt, ...)
  * table, so a flood of distinct keys degrades to logging them all. */
 void lsq_log_once(uint64_t key, enum lsq_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/* The last error or warning line logged (even below the log level), when
+ * (0: never), and how many were logged in the last 60 seconds (of the
+ * last 64): for `sqfs-lazy-mount --status`. */
+void lsq_log_last_problem(char *buf, size_t size, time_t *when,
+			  unsigned *last_minute);
 
 #define lsq_err_log(...) lsq_log(LSQ_LOG_ERROR, __VA_ARGS__)
 #define lsq_warn(...) lsq_log(LSQ_LOG_WARNING, __VA_ARGS__)

@@ -46,6 +46,7 @@
 #include "fuse/learned_profile.h"
 #include "fuse/background_policy.h"
 #include "fuse/metrics.h"
+#include "fuse/status.h"
 #include "fuse/stats.h"
 #include "fuse/uring.h"
 #include "lsq/error.h"
@@ -355,6 +356,8 @@ static int run_mount(struct lsq_mount_options *opt)
 	if (open_image(opt, &m.img))
 		goto out_destroy;
 	m.root = lsq_image_root(m.img);
+	shown = lsq_url_redact(opt->image);
+	m.shown_image = shown;
 	m.local_image = !lsq_source_is_url(opt->image);
 	if (m.recorder)
 		lsq_recorder_set_granule(m.recorder,
@@ -369,6 +372,8 @@ static int run_mount(struct lsq_mount_options *opt)
 	}
 	/* before the mount: resolving the path afterwards would ask us */
 	canonical = realpath(opt->mountpoint, NULL);
+	m.mountpoint = canonical ? canonical : opt->mountpoint;
+	m.started = time(NULL);
 	if (opt->metrics) {
 		char why[512];
 
@@ -400,7 +405,6 @@ static int run_mount(struct lsq_mount_options *opt)
 	m.uring = uring;  /* before the stats watcher reads it */
 	start_watcher(&watcher, &m);
 	lsq_metrics_start(&metrics, &m);
-	shown = lsq_url_redact(opt->image);
 	ready.mountpoint = opt->mountpoint;
 	ready.dev_below = below.st_dev;
 	ready.shown_image = shown ? shown : "the image";
@@ -450,48 +454,6 @@ out_destroy:
 out_free:
 	free(m.conn_opts);
 	return status;
-}
-
-/* --stats: read the counters of a running mount through its root xattr. */
-static int print_stats(const char *mountpoint)
-{
-	char *buf = NULL;
-	ssize_t len = -1;
-
-	/* The value can grow between the size probe and the read. */
-	for (int tries = 0; tries < 5; tries++) {
-		char *nbuf;
-
-		len = getxattr(mountpoint, LSQ_STATS_XATTR, NULL, 0);
-		if (len < 0)
-			break;
-		nbuf = realloc(buf, (size_t)len + 1);
-		if (!nbuf) {
-			errno = ENOMEM;
-			len = -1;
-			break;
-		}
-		buf = nbuf;
-		len = getxattr(mountpoint, LSQ_STATS_XATTR, buf, (size_t)len);
-		if (len >= 0 || errno != ERANGE)
-			break;
-	}
-	if (len < 0) {
-		int e = errno;
-
-		if (e == ENODATA || e == ENOTSUP)
-			lsq_err_log("%s: no statistics here (not the root of a "
-				    "sqfs-lazy mount?)", mountpoint);
-		else
-			lsq_err_log("%s: %s", mountpoint, strerror(e));
-		free(buf);
-		return 1;
-	}
-	fwrite(buf, 1, (size_t)len, stdout);
-	if (len > 0 && buf[len - 1] != '\n')
-		putchar('\n');
-	free(buf);
-	return fflush(stdout) == 0 ? 0 : 1;
 }
 
 /* The part of --help about running under mount(8) and systemd; apart from
@@ -567,7 +529,10 @@ int lsq_mount_main(int argc, char **argv)
 		status = 0;
 		break;
 	case LSQ_MODE_STATS:
-		status = print_stats(opt.mountpoint);
+		status = lsq_print_stats(opt.mountpoint);
+		break;
+	case LSQ_MODE_STATUS:
+		status = lsq_print_status(opt.mountpoint);
 		break;
 	case LSQ_MODE_MOUNT:
 		status = run_mount(&opt);

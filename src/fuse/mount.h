@@ -16,6 +16,7 @@
 #include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <time.h>
 
 #include "fuse/page_store.h"
 #include "lsq/image.h"
@@ -24,6 +25,9 @@
  * served only when the image has no real attribute of that name, and is not
  * listed by listxattr. */
 #define LSQ_STATS_XATTR "user.sqfs-lazy.stats"
+/* The same for what --status shows beside the counters: the image, since
+ * when, the last problem logged ("key value" lines, values are text). */
+#define LSQ_INFO_XATTR "user.sqfs-lazy.info"
 
 struct lsq_handle;
 struct lsq_recorder;
@@ -31,6 +35,11 @@ struct lsq_uring;
 
 struct lsq_mount {
 	struct lsq_image *img;
+	/* for --status: the image as shown (no credentials), the mount
+	 * point, when it was mounted; set before the mount */
+	const char *shown_image;
+	const char *mountpoint;
+	time_t started;
 	lsq_inode_ref root;
 	double entry_timeout;   /* seconds; the image never changes */
 	double attr_timeout;

@@ -610,6 +610,29 @@ static void reply_stats(fuse_req_t req, struct lsq_mount *m, size_t size)
 	free(buf);
 }
 
+/* What --status shows beside the counters, as the value of
+ * LSQ_INFO_XATTR on the root. */
+static void reply_info(fuse_req_t req, struct lsq_mount *m, size_t size)
+{
+	size_t len = 0, room;
+	char *text = lsq_stats_info(m, &len);
+
+	if (!text) {
+		lsq_reply_err(req, LSQ_ERR_NOMEM);
+		return;
+	}
+	/* the last problem can change between the probe and the read */
+	room = strlen(m->shown_image ? m->shown_image : "") +
+	       strlen(m->mountpoint ? m->mountpoint : "") + LSQ_STATS_INFO_MAX;
+	if (size == 0)
+		fuse_reply_xattr(req, len > room ? len : room);
+	else if (len > size)
+		lsq_reply_err(req, LSQ_ERR_RANGE);
+	else
+		fuse_reply_buf(req, text, len);
+	free(text);
+}
+
 static void lsq_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			    size_t size)
 {
@@ -635,6 +658,11 @@ static void lsq_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	if ((err == LSQ_ERR_NO_XATTR || err == LSQ_ERR_UNSUPPORTED) &&
 	    ino == FUSE_ROOT_ID && strcmp(name, LSQ_STATS_XATTR) == 0) {
 		reply_stats(req, m, size);
+		goto out_free;
+	}
+	if ((err == LSQ_ERR_NO_XATTR || err == LSQ_ERR_UNSUPPORTED) &&
+	    ino == FUSE_ROOT_ID && strcmp(name, LSQ_INFO_XATTR) == 0) {
+		reply_info(req, m, size);
 		goto out_free;
 	}
 	if (!err)

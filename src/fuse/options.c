@@ -684,6 +684,9 @@ int lsq_mount_options_parse(struct lsq_mount_options *opt, int argc,
 		} else if (strcmp(a, "--stats") == 0) {
 			if (opt->mode == LSQ_MODE_MOUNT)
 				opt->mode = LSQ_MODE_STATS;
+		} else if (strcmp(a, "--status") == 0) {
+			if (opt->mode == LSQ_MODE_MOUNT)
+				opt->mode = LSQ_MODE_STATUS;
 		} else if (strcmp(a, "-f") == 0) {
 			opt->foreground = true;
 		} else if (strcmp(a, "-d") == 0 || strcmp(a, "--debug") == 0) {
@@ -714,8 +717,11 @@ int lsq_mount_options_parse(struct lsq_mount_options *opt, int argc,
 	case LSQ_MODE_VERSION:
 		break;
 	case LSQ_MODE_STATS:
+	case LSQ_MODE_STATUS:
 		if (npos != 1) {
-			err = usage_error("--stats takes exactly one MOUNTPOINT",
+			err = usage_error(opt->mode == LSQ_MODE_STATS ?
+					  "--stats takes exactly one MOUNTPOINT" :
+					  "--status takes exactly one MOUNTPOINT",
 					  NULL);
 			break;
 		}
@@ -832,6 +838,7 @@ void lsq_mount_options_help(FILE *out)
 	fprintf(out,
 "Usage: sqfs-lazy-mount [OPTIONS] IMAGE MOUNTPOINT\n"
 "       sqfs-lazy-mount --stats MOUNTPOINT\n"
+"       sqfs-lazy-mount --status MOUNTPOINT\n"
 "\n"
 "Mount the SquashFS 4.0 image IMAGE read-only on MOUNTPOINT with FUSE.\n"
 "IMAGE is a file or an http://, https:// or file:// URL.\n"
@@ -843,6 +850,7 @@ void lsq_mount_options_help(FILE *out)
 "  -s                      single-threaded request loop\n"
 "  -o OPT[,OPT...]         mount options (below); may be repeated\n"
 "  --stats MOUNTPOINT      print the counters of a running mount\n"
+"  --status MOUNTPOINT     a summary of a running mount for a person\n"
 "  -h, --help              print this help and exit\n"
 "  -V, --version           print the version and compressors and exit\n"
 "\n"

@@ -40,6 +40,7 @@ enum lsq_mount_mode {
 	LSQ_MODE_HELP,
 	LSQ_MODE_VERSION,
 	LSQ_MODE_STATS,  /* --stats MOUNTPOINT */
+	LSQ_MODE_STATUS, /* --status MOUNTPOINT */
 };
 
 /* -o verify= may name this many keys. */

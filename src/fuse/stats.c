@@ -11,6 +11,11 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
 
 static const struct {
 	const char *name;
@@ -152,4 +157,45 @@ size_t lsq_stats_format_line(const struct lsq_counter_set *set, char *buf,
 size_t lsq_stats_max_len(const struct lsq_counter_set *set)
 {
 	return format(set, true, NULL, 0, ' ', '\n');
+}
+
+/* A value on one line: newlines and tabs become spaces. */
+static void one_line(char *s)
+{
+	for (; *s; s++)
+		if (*s == '\n' || *s == '\r' || *s == '\t')
+			*s = ' ';
+}
+
+char *lsq_stats_info(const struct lsq_mount *m, size_t *len)
+{
+	const struct lsq_image_info *info = lsq_image_info(m->img);
+	char problem[512];
+	time_t when;
+	unsigned recent;
+	char *out = NULL;
+	size_t size = 0;
+	FILE *f;
+
+	lsq_log_last_problem(problem, sizeof(problem), &when, &recent);
+	one_line(problem);
+	f = open_memstream(&out, &size);
+	if (!f)
+		return NULL;
+	fprintf(f, "image %s\nmountpoint %s\npid %ld\nstarted %lld\n"
+		"bytes_used %" PRIu64 "\nblock_size %" PRIu32 "\n"
+		"compression %s\ninodes %" PRIu32 "\n"
+		"problems_last_minute %u\nlast_problem_at %lld\n"
+		"last_problem %s\n",
+		m->shown_image ? m->shown_image : "",
+		m->mountpoint ? m->mountpoint : "", (long)getpid(),
+		(long long)m->started, info->bytes_used, info->block_size,
+		info->compression_name ? info->compression_name : "unknown",
+		info->inode_count, recent, (long long)when, problem);
+	if (fclose(f) != 0) {
+		free(out);
+		return NULL;
+	}
+	*len = size;
+	return out;
 }

@@ -28,4 +28,11 @@ size_t lsq_stats_max_len(const struct lsq_counter_set *set);
 size_t lsq_stats_format_line(const struct lsq_counter_set *set, char *buf,
 			     size_t size);
 
+/* What --status shows beside the counters, as "key value" lines (text
+ * values on one line each) in a malloc'd string of *len bytes; NULL when
+ * out of memory. At most LSQ_STATS_INFO_MAX bytes more than the mount's
+ * image and mount point names. */
+char *lsq_stats_info(const struct lsq_mount *m, size_t *len);
+#define LSQ_STATS_INFO_MAX 1024
+
 #endif

@@ -6,6 +6,7 @@ credentials never show; a taken port fails the mount."""
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -14,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from conftest import require, try_mount
+from conftest import daemon, require, try_mount
 from servers import free_port
 from test_cache import stats
 
@@ -252,3 +253,37 @@ def test_alert_rules_check():
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, (r.stdout, r.stderr)
     assert "3 rules found" in r.stdout, r.stdout
+
+
+def test_status_for_a_person(nginx, mounts):
+    """--status: the image (no credentials), since when, what was fetched
+    from where, hit ratios, the round trip, and the last problem logged
+    (here the warning that -o rw is ignored, which names the option)."""
+    url = nginx.url("img.sqfs").replace("http://", "http://u:pw5ecret@", 1)
+    m = mounts(url, ["rw", "background=off", "prefetch=off"])
+    with open(os.path.join(m.mnt, "large.bin"), "rb") as f:
+        f.read(1 << 20)
+    st = stats(m.mnt)
+    r = subprocess.run([daemon(), "--status", m.mnt], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "pw5ecret" not in out
+    lines = out.splitlines()
+    assert lines[0] == "%s: http://***@%s" % (
+        m.mnt, nginx.url("img.sqfs")[len("http://"):]), out
+    assert "mounted " in lines[1] and "s ago), pid %d" % m.proc.pid \
+        in lines[1], out
+    assert "fetched " in out and " in %d requests" % st["http_requests"] \
+        in out, (out, st)
+    assert "round trip " in out and "caches: data " in out, out
+    assert "prefetch:" not in out and "background:" not in out, out
+    assert re.search(r"problems: [1-9][0-9]* in the last minute; the "
+                     r"last, at ", out), out
+    assert out.rstrip().endswith("ignoring -o rw: the mount is always "
+                                 "read-only"), out
+    # not a mount: one error line, exit 1
+    r = subprocess.run([daemon(), "--status", "/"], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 1 and "not the root of a sqfs-lazy mount" in \
+        r.stderr, r

@@ -8,6 +8,7 @@
  * handle with their decoded inode in fi->fh, so reads skip the inode
  * decode.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -545,38 +546,60 @@ static void reply_xattr_value(fuse_req_t req, const void *buf, size_t size,
 		fuse_reply_buf(req, buf, needed);
 }
 
-/* VmRSS and VmHWM of this process, in bytes (0 when unknown) */
-static void read_rss(uint64_t *rss, uint64_t *peak)
+/* VmRSS and VmHWM of this process in bytes, and its threads (0 when
+ * unknown) */
+static void read_process(uint64_t *rss, uint64_t *peak, uint64_t *threads)
 {
 	FILE *f = fopen("/proc/self/status", "re");
 	char line[128];
 
-	*rss = *peak = 0;
+	*rss = *peak = *threads = 0;
 	if (!f)
 		return;
 	while (fgets(line, sizeof(line), f)) {
-		unsigned long long kib;
+		unsigned long long v;
 
-		if (sscanf(line, "VmRSS: %llu kB", &kib) == 1)
-			*rss = (uint64_t)kib * 1024u;
-		else if (sscanf(line, "VmHWM: %llu kB", &kib) == 1)
-			*peak = (uint64_t)kib * 1024u;
+		if (sscanf(line, "VmRSS: %llu kB", &v) == 1)
+			*rss = (uint64_t)v * 1024u;
+		else if (sscanf(line, "VmHWM: %llu kB", &v) == 1)
+			*peak = (uint64_t)v * 1024u;
+		else if (sscanf(line, "Threads: %llu", &v) == 1)
+			*threads = v;
 	}
 	fclose(f);
+}
+
+/* Descriptors this process has open (0 when unknown), not counting the
+ * one that lists them. */
+static uint64_t open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	uint64_t n = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n ? n - 1 : 0;
 }
 
 void lsq_mount_counters(const struct lsq_mount *m, lsq_counter_fn fn,
 			void *ctx)
 {
-	uint64_t threads = 0, requests = 0, rss = 0, peak = 0;
+	uint64_t rings = 0, requests = 0, rss = 0, peak = 0, threads = 0;
 
 	lsq_image_counters(m->img, fn, ctx);
-	lsq_uring_get_stats(m->uring, &threads, &requests);
-	fn(ctx, "fuse_ring_threads", threads, LSQ_COUNTER_GAUGE);
+	lsq_uring_get_stats(m->uring, &rings, &requests);
+	fn(ctx, "fuse_ring_threads", rings, LSQ_COUNTER_GAUGE);
 	fn(ctx, "fuse_ring_requests", requests, LSQ_COUNTER_TOTAL);
-	read_rss(&rss, &peak);
+	read_process(&rss, &peak, &threads);
 	fn(ctx, "process_rss_bytes", rss, LSQ_COUNTER_GAUGE);
 	fn(ctx, "process_rss_peak_bytes", peak, LSQ_COUNTER_GAUGE);
+	fn(ctx, "process_threads", threads, LSQ_COUNTER_GAUGE);
+	fn(ctx, "process_open_fds", open_fds(), LSQ_COUNTER_GAUGE);
 	fn(ctx, "buffer_pool_bytes", lsq_bufpool_pooled_bytes(),
 	   LSQ_COUNTER_GAUGE);
 }

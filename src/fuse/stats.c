@@ -74,6 +74,8 @@ static const struct {
 	T(fuse_ring_requests),
 	G(process_rss_bytes),
 	G(process_rss_peak_bytes),
+	G(process_threads),
+	G(process_open_fds),
 	G(buffer_pool_bytes),
 	T(verify_units),
 	T(verify_reused),

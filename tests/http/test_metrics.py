@@ -20,7 +20,9 @@ from servers import free_port
 from test_cache import stats
 
 # gauges that move by themselves between two reads of the counters
-MOVING = {"process_rss_bytes", "process_rss_peak_bytes", "buffer_pool_bytes"}
+# (the scrape's own connection is one more descriptor)
+MOVING = {"process_rss_bytes", "process_rss_peak_bytes", "buffer_pool_bytes",
+          "process_threads", "process_open_fds"}
 
 
 def scrape_tcp(port, path="/metrics"):
@@ -92,6 +94,10 @@ def test_every_counter_with_its_value(nginx, mounts):
     with open(os.path.join(m.mnt, "etc", "small.conf"), "rb") as f:
         assert f.read() == b"key = value\n" * 40
     st = stats(m.mnt)
+    # the process gauges: a mount has a few threads and descriptors (the
+    # FUSE device, the metrics socket, connections)
+    assert st["process_threads"] > 1, st
+    assert st["process_open_fds"] >= 3, st
     status, ctype, text = scrape_tcp(port)
     assert status == 200
     assert ctype.startswith("text/plain; version=0.0.4"), ctype

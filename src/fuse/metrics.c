@@ -14,7 +14,6 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,50 +33,6 @@
 #define PREFIX "sqfs_lazy_"
 
 /* ---- rendering ---- */
-
-struct text {
-	char *buf;
-	size_t len, cap;
-	bool failed;
-};
-
-static void put(struct text *t, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void put(struct text *t, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (t->failed)
-		return;
-	for (;;) {
-		va_start(ap, fmt);
-		n = vsnprintf(t->buf ? t->buf + t->len : NULL,
-			      t->buf ? t->cap - t->len : 0, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			t->failed = true;
-			return;
-		}
-		if (t->buf && t->len + (size_t)n < t->cap) {
-			t->len += (size_t)n;
-			return;
-		}
-		size_t cap = t->cap ? 2 * t->cap : 16384;
-
-		while (cap < t->len + (size_t)n + 1)
-			cap *= 2;
-		char *p = realloc(t->buf, cap);
-
-		if (!p) {
-			t->failed = true;
-			return;
-		}
-		t->buf = p;
-		t->cap = cap;
-	}
-}
 
 /* A counter's name under Prometheus's conventions: base units (a name in
  * _ns or _us is in seconds), _total for what only grows. *scale divides
@@ -106,9 +61,13 @@ static void metric_name(const struct lsq_counter *c, char *out, size_t size,
 char *lsq_metrics_render(const struct lsq_counter_set *set,
 			 const char *labels, size_t *len)
 {
-	struct text t = { 0 };
+	char *out = NULL;
+	size_t size = 0;
+	FILE *f = open_memstream(&out, &size);
 
-	put(&t, "# HELP " PREFIX "build_info The version of sqfs-lazy-mount serving this mount.\n"
+	if (!f)
+		return NULL;
+	fprintf(f, "# HELP " PREFIX "build_info The version of sqfs-lazy-mount serving this mount.\n"
 		"# TYPE " PREFIX "build_info gauge\n"
 		PREFIX "build_info{version=\"%s\"} 1\n", LSQ_VERSION);
 	for (size_t i = 0; i < set->n; i++) {
@@ -117,38 +76,38 @@ char *lsq_metrics_render(const struct lsq_counter_set *set,
 		double scale;
 
 		metric_name(c, name, sizeof(name), &scale);
-		put(&t, "# HELP %s The --stats counter %s (docs/metrics.md).\n"
+		fprintf(f, "# HELP %s The --stats counter %s (docs/metrics.md).\n"
 			"# TYPE %s %s\n", name, c->name, name,
-		    c->kind == LSQ_COUNTER_TOTAL ? "counter" : "gauge");
+			c->kind == LSQ_COUNTER_TOTAL ? "counter" : "gauge");
 		if (scale == 1)
-			put(&t, "%s%s %llu\n", name, labels,
-			    (unsigned long long)c->value);
+			fprintf(f, "%s%s %llu\n", name, labels,
+				(unsigned long long)c->value);
 		else
-			put(&t, "%s%s %.9g\n", name, labels,
-			    (double)c->value / scale);
+			fprintf(f, "%s%s %.9g\n", name, labels,
+				(double)c->value / scale);
 	}
-	if (t.failed) {
-		free(t.buf);
+	if (fclose(f) != 0) {
+		free(out);
 		return NULL;
 	}
-	*len = t.len;
-	return t.buf;
+	*len = size;
+	return out;
 }
 
 /* A label value: backslash, double quote and newline escaped. */
-static void put_label(struct text *t, const char *key, const char *value,
+static void put_label(FILE *f, const char *key, const char *value,
 		      bool first)
 {
-	put(t, "%s%s=\"", first ? "" : ",", key);
+	fprintf(f, "%s%s=\"", first ? "" : ",", key);
 	for (const char *p = value; *p; p++) {
 		if (*p == '\\' || *p == '"')
-			put(t, "\\%c", *p);
+			fprintf(f, "\\%c", *p);
 		else if (*p == '\n')
-			put(t, "\\n");
+			fputs("\\n", f);
 		else
-			put(t, "%c", *p);
+			fputc(*p, f);
 	}
-	put(t, "\"");
+	fputc('"', f);
 }
 
 /* ---- binding ---- */
@@ -203,6 +162,7 @@ static int bind_tcp(struct lsq_metrics *mx, const char *spec, char *err,
 	struct addrinfo *res = NULL;
 	char host[256];
 	const char *colon = strrchr(spec, ':');
+	const char *given = spec;
 	size_t hl;
 	int one = 1, rc;
 
@@ -216,14 +176,14 @@ static int bind_tcp(struct lsq_metrics *mx, const char *spec, char *err,
 		hl -= 2;
 	}
 	if (hl >= sizeof(host)) {
-		snprintf(err, errlen, "metrics=%s: host too long", spec);
+		snprintf(err, errlen, "metrics=%s: host too long", given);
 		return -1;
 	}
 	memcpy(host, spec, hl);
 	host[hl] = '\0';
 	rc = getaddrinfo(host, colon + 1, &hints, &res);
 	if (rc != 0) {
-		snprintf(err, errlen, "metrics=%s: %s", spec, gai_strerror(rc));
+		snprintf(err, errlen, "metrics=%s: %s", given, gai_strerror(rc));
 		return -1;
 	}
 	mx->listen_fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -232,7 +192,7 @@ static int bind_tcp(struct lsq_metrics *mx, const char *spec, char *err,
 			   sizeof(one));
 	if (mx->listen_fd < 0 ||
 	    bind(mx->listen_fd, res->ai_addr, res->ai_addrlen) != 0) {
-		snprintf(err, errlen, "metrics=%s: %s", spec, strerror(errno));
+		snprintf(err, errlen, "metrics=%s: %s", given, strerror(errno));
 		freeaddrinfo(res);
 		return -1;
 	}
@@ -244,8 +204,9 @@ int lsq_metrics_bind(struct lsq_metrics *mx, const char *spec,
 		     const char *mountpoint, const char *image, char *err,
 		     size_t errlen)
 {
-	struct text t = { 0 };
 	char *shown = lsq_url_redact(image);
+	FILE *labels;
+	size_t labels_len = 0;
 	int rc;
 
 	memset(mx, 0, sizeof(*mx));
@@ -263,13 +224,17 @@ int lsq_metrics_bind(struct lsq_metrics *mx, const char *spec,
 		snprintf(err, errlen, "metrics=%s: %s", spec, strerror(errno));
 		rc = -1;
 	}
-	put(&t, "{");
-	put_label(&t, "mountpoint", mountpoint, true);
-	put_label(&t, "image", shown ? shown : "", false);
-	put(&t, "}");
+	labels = open_memstream(&mx->labels, &labels_len);
+	if (labels) {
+		fputc('{', labels);
+		put_label(labels, "mountpoint", mountpoint, true);
+		put_label(labels, "image", shown ? shown : "", false);
+		fputc('}', labels);
+		if (fclose(labels) != 0)
+			labels = NULL;
+	}
 	free(shown);
-	mx->labels = t.buf;
-	if (rc == 0 && t.failed) {
+	if (rc == 0 && !labels) {
 		snprintf(err, errlen, "metrics=%s: out of memory", spec);
 		rc = -1;
 	}

@@ -162,18 +162,20 @@ static void print_status(const char *mountpoint, const char *st,
 	time_t started = (time_t)num(info, "started");
 	time_t problem_at = (time_t)num(info, "last_problem_at");
 	uint64_t used = num(info, "bytes_used");
-	bool remote = memmem(image, image_len, "://", 3) != NULL &&
-		      strncmp(image, "file://", 7) != 0;
+	/* a URL's source probes the image at mount: never 0 requests */
+	bool remote = num(st, "http_requests") > 0;
+	const char *comp;
+	size_t comp_len;
 	struct tm tm;
 
 	gmtime_r(&started, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
 	ago(started, since, sizeof(since));
 	printf("%s: %.*s\n", mountpoint, (int)image_len, image);
-	field(info, "compression", &n);
+	comp = field(info, "compression", &comp_len);
 	printf("  mounted %s (%s), pid %" PRIu64 "; %.*s, %s blocks, "
 	       "%s image, %" PRIu64 " inodes\n", when, since,
-	       num(info, "pid"), (int)n, field(info, "compression", &n),
+	       num(info, "pid"), (int)comp_len, comp,
 	       size_str(num(info, "block_size"), a, sizeof(a)),
 	       size_str(used, b, sizeof(b)), num(info, "inodes"));
 	if (remote) {

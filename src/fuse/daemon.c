@@ -456,22 +456,6 @@ out_free:
 	return status;
 }
 
-/* The part of --help about running under mount(8) and systemd; apart from
- * lsq_mount_options_help(), whose format string is near the length ISO C
- * compilers must accept. */
-static void print_service_help(FILE *out)
-{
-	fputs(
-"\n"
-"Options for running under mount(8), fstab and systemd (docs/systemd.md):\n"
-"  loglevel=LEVEL          error, warning, info or debug (default info);\n"
-"                          stderr with -f, syslog (the journal) without\n"
-"  _netdev, nofail, noauto, auto, defaults, user, nouser, users, owner,\n"
-"  group, comment=, x-*    for mount(8), fstab and systemd: ignored here\n"
-"  With $NOTIFY_SOCKET set (systemd Type=notify), READY=1 is sent once the\n"
-"  mount answers, STOPPING=1 when it ends.\n", out);
-}
-
 static void print_version(void)
 {
 	printf(PROG " %s\n", LSQ_VERSION);
@@ -521,7 +505,6 @@ int lsq_mount_main(int argc, char **argv)
 	switch (opt.mode) {
 	case LSQ_MODE_HELP:
 		lsq_mount_options_help(stdout);
-		print_service_help(stdout);
 		status = 0;
 		break;
 	case LSQ_MODE_VERSION:

@@ -1,4 +1,12 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * options.c - the command line of sqfs-lazy-mount.
+ *
+ * Every -o option is one row of mount_options[]: its name, how its value
+ * is read and where it is stored, its bounds and its --help text. The
+ * parser, --help and lsq_mount_options_fini() walk that table, and a test
+ * holds the man page to --help, so an option is added in one place.
+ */
 #include "fuse/options.h"
 
 #include "lsq_config.h"
@@ -7,6 +15,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -63,6 +72,52 @@ unsigned lsq_default_threads(void)
 	return n > LSQ_MAX_THREADS ? LSQ_MAX_THREADS : (unsigned)n;
 }
 
+/* What an option's value is, and so how it is read, stored and shown. */
+enum option_kind {
+	OPT_FLAG,      /* no value; stores .set */
+	OPT_SWITCH,    /* [=on|off]: 1 or 0 */
+	OPT_SIZE,      /* SIZE up to .max (0: any) */
+	OPT_COUNT,     /* an integer from .min to .max, no suffix */
+	OPT_SECONDS,   /* seconds >= 0; > 0 with .min 1 */
+	OPT_TEXT,      /* a string the options own; "" refused */
+	OPT_CHOICE,    /* one of .choices: its index */
+	OPT_CUSTOM,    /* .parse reads it */
+	OPT_IGNORED,   /* for mount(8), fstab and systemd, not for us */
+	OPT_RETIRED,   /* refused; .help says what replaced it */
+	OPT_FUSE,      /* libfuse's: handed on unread */
+};
+
+enum option_group {
+	GROUP_MOUNT, GROUP_HTTP, GROUP_S3, GROUP_SIGNED, GROUP_SERVICE,
+	GROUP_FUSE, GROUP_COUNT
+};
+
+struct mount_option {
+	const char *name;
+	/* the --help row's left column (defaults to name + syntax); "-":
+	 * not a row of its own (a form shown in the row before) */
+	const char *shown;
+	enum option_kind kind;
+	enum option_group group;
+	size_t field, size;     /* where in struct lsq_mount_options; size 0:
+				 * stored nowhere */
+	uint64_t min, max;
+	unsigned set;           /* OPT_FLAG: the value stored */
+	bool pass;              /* also handed on to libfuse */
+	const char *expect;     /* OPT_TEXT, OPT_CUSTOM: what a value is */
+	const char *const *choices;
+	int (*parse)(struct lsq_mount_options *opt, const char *name,
+		     const char *value);
+	const char *help;
+	/* the default shown in --help: dflt, else show_default's, else
+	 * the field's in a freshly defaulted struct; "": none shown */
+	const char *dflt;
+	void (*show_default)(char *buf, size_t size);
+};
+
+#define FIELD(f) .field = offsetof(struct lsq_mount_options, f),	\
+		 .size = sizeof(((struct lsq_mount_options *)0)->f)
+
 static int bad_value(const char *name, const char *value, const char *expect)
 {
 	lsq_err_log("invalid value '%s' for -o %s (expected %s)", value, name,
@@ -70,7 +125,7 @@ static int bad_value(const char *name, const char *value, const char *expect)
 	return LSQ_ERR_INVALID;
 }
 
-/* A switch: "name" or "name=on|1" turns it on, "name=off|0" off. */
+/* A switch's value: absent, "on" or "1" is on; "off" or "0" off. */
 static int parse_on_off(const char *name, const char *value, bool *out)
 {
 	if (!value || !strcmp(value, "1") || !strcmp(value, "on"))
@@ -82,35 +137,8 @@ static int parse_on_off(const char *name, const char *value, bool *out)
 	return LSQ_OK;
 }
 
-/* An on/off option whose default depends on other things: 1 or 0 once
- * given, the caller's -1 until then. */
-static int parse_on_off_given(const char *name, const char *value, int *out)
-{
-	bool on;
-	int err = parse_on_off(name, value, &on);
-
-	if (!err)
-		*out = on ? 1 : 0;
-	return err;
-}
-
-static int parse_uint(const char *name, const char *value, uint64_t min,
-		      uint64_t max, uint64_t *out)
-{
-	char expect[64];
-	uint64_t v;
-
-	snprintf(expect, sizeof(expect), "an integer from %" PRIu64
-		 " to %" PRIu64, min, max);
-	/* counts take no K/M/G: "threads=1K" is more likely a typo */
-	if (lsq_parse_size(value, &v) != LSQ_OK || strpbrk(value, "KkMmGgTt") ||
-	    v < min || v > max)
-		return bad_value(name, value, expect);
-	*out = v;
-	return LSQ_OK;
-}
-
-static int parse_seconds(const char *name, const char *value, double *out)
+static int parse_seconds(const char *name, const char *value, bool positive,
+			 double *out)
 {
 	char *end;
 	double v;
@@ -120,54 +148,490 @@ static int parse_seconds(const char *name, const char *value, double *out)
 	if (value[0] == '\0' || *end != '\0' || errno || !isfinite(v) ||
 	    v < 0 || value[0] == '-' || value[0] == '+' || value[0] == ' ')
 		return bad_value(name, value, "seconds >= 0");
+	if (positive && v <= 0)
+		return bad_value(name, value, "seconds > 0");
 	*out = v;
 	return LSQ_OK;
 }
 
-static int parse_bytes(const char *name, const char *value, uint64_t *out)
+/* "64M" when it is a whole number of a unit, plain bytes otherwise. */
+static void format_size(char *buf, size_t size, uint64_t v)
 {
-	if (lsq_parse_size(value, out) != LSQ_OK)
-		return bad_value(name, value, "a size such as 4096, 0x1000 or 64M");
-	return LSQ_OK;
+	static const char units[] = "TGMK";
+
+	for (int i = 0; i < 4; i++) {
+		unsigned shift = 10u * (unsigned)(4 - i);
+
+		if (v && v % (UINT64_C(1) << shift) == 0) {
+			snprintf(buf, size, "%" PRIu64 "%c", v >> shift,
+				 units[i]);
+			return;
+		}
+	}
+	snprintf(buf, size, "%" PRIu64, v);
 }
 
-static int parse_decomp(const char *value, unsigned *out)
+/* ---- the options that need more than a kind ---- */
+
+static int parse_decomp(struct lsq_mount_options *opt, const char *name,
+			const char *value)
 {
 	uint64_t n;
 
 	if (strcmp(value, "single") == 0) {
-		*out = 1;
+		opt->image_opts.decomp_contexts = 1;
 		return LSQ_OK;
 	}
 	if (strcmp(value, "percpu") == 0) {
-		*out = 0;
+		opt->image_opts.decomp_contexts = 0;
 		return LSQ_OK;
 	}
 	if (lsq_parse_size(value, &n) != LSQ_OK || strpbrk(value, "KkMmGgTt") ||
 	    n < 1 || n > LSQ_MAX_DECOMP_CONTEXTS)
-		return bad_value("decomp", value, "single, percpu or a count "
+		return bad_value(name, value, "single, percpu or a count "
 				 "from 1 to 4096");
-	*out = (unsigned)n;
+	opt->image_opts.decomp_contexts = (unsigned)n;
 	return LSQ_OK;
 }
 
-/* Options libfuse also knows, which we must see too; they are passed on. */
-static int note_fuse_option(struct lsq_mount_options *opt, const char *name,
+static int parse_block_cache(struct lsq_mount_options *opt, const char *name,
+			     const char *value)
+{
+	if (lsq_parse_size(value, &opt->cache_opts.block_cache_bytes) != LSQ_OK)
+		return bad_value(name, value,
+				 "a size such as 4096, 0x1000 or 64M");
+	opt->block_cache_given = true;
+	return LSQ_OK;
+}
+
+static int parse_background(struct lsq_mount_options *opt, const char *name,
 			    const char *value)
 {
-	uint64_t v;
-	int err;
+	char *end;
+	double f;
 
-	if (strcmp(name, "max_read") == 0 && value) {
-		err = parse_uint(name, value, 1, UINT32_MAX, &v);
-		if (err)
-			return err;
-		opt->max_read = (unsigned)v;
-	} else if (strcmp(name, "allow_other") == 0) {
-		opt->allow_other = true;
+	if (strcmp(value, "auto") == 0 || strcmp(value, "on") == 0) {
+		opt->background = -1;
+		return LSQ_OK;
 	}
+	if (strcmp(value, "off") == 0) {
+		opt->background = 0;
+		return LSQ_OK;
+	}
+	errno = 0;
+	f = strtod(value, &end);
+	if (errno || end == value || *end || !(f >= 0 && f <= 1))
+		return bad_value(name, value, "off, auto or a fraction 0..1");
+	opt->background = f;
 	return LSQ_OK;
 }
+
+static int parse_mirror(struct lsq_mount_options *opt, const char *name,
+			const char *value)
+{
+	char *copy;
+
+	(void)name;
+	if (opt->http_opts.nmirrors == LSQ_HTTP_MAX_MIRRORS) {
+		lsq_err_log("at most %d -o mirror= options",
+			    LSQ_HTTP_MAX_MIRRORS);
+		return LSQ_ERR_INVALID;
+	}
+	copy = strdup(value);
+	if (!copy)
+		return LSQ_ERR_NOMEM;
+	opt->http_opts.mirrors[opt->http_opts.nmirrors++] = copy;
+	return LSQ_OK;
+}
+
+static int parse_verify(struct lsq_mount_options *opt, const char *name,
+			const char *value)
+{
+	char *copy;
+
+	if (strcmp(value, "auto") == 0 || strcmp(value, "off") == 0) {
+		if (opt->nverify_keys)
+			return bad_value(name, value,
+					 "keys, or one of auto and off");
+		opt->verify = value[1] == 'u' ? -1 : 0;
+		return LSQ_OK;
+	}
+	if (value[0] == '\0' || opt->verify == 0)
+		return bad_value(name, value, "keys, or one of auto and off");
+	if (opt->nverify_keys == LSQ_MAX_VERIFY_KEYS) {
+		lsq_err_log("at most %d -o verify= keys", LSQ_MAX_VERIFY_KEYS);
+		return LSQ_ERR_INVALID;
+	}
+	copy = strdup(value);
+	if (!copy)
+		return LSQ_ERR_NOMEM;
+	opt->verify_keys[opt->nverify_keys++] = copy;
+	opt->verify = 1;
+	return LSQ_OK;
+}
+
+static void show_decomp_default(char *buf, size_t size)
+{
+	struct lsq_image_options d;
+
+	lsq_image_options_default(&d);
+	if (d.decomp_contexts <= 1)
+		snprintf(buf, size, d.decomp_contexts ? "single" : "percpu");
+	else
+		snprintf(buf, size, "%u", d.decomp_contexts);
+}
+
+static void show_block_cache_default(char *buf, size_t size)
+{
+	char v[32];
+
+	format_size(v, sizeof(v), LSQ_DEFAULT_REMOTE_BLOCK_CACHE);
+	snprintf(buf, size, "%s for URLs, 0 for files: the page cache has "
+		 "them", v);
+}
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+static const char *const log_levels[] = {
+	"error", "warning", "info", "debug", NULL,
+};
+
+/* Rows shown with "_netdev" */
+#define MOUNT_ONLY(n) { n, "-", .kind = OPT_IGNORED }
+
+/* The options, grouped as --help shows them. */
+static const struct mount_option mount_options[] = {
+	{ "offset", .kind = OPT_SIZE, FIELD(offset),
+	  .help = "the image starts at byte SIZE of IMAGE" },
+	{ "threads", .kind = OPT_COUNT, FIELD(threads),
+	  .min = 1, .max = LSQ_MAX_THREADS,
+	  .help = "at most N request threads; by default " STR(LSQ_THREADS_PER_CPU)
+		  " per CPU, at least 8" },
+	{ "io_uring", .kind = OPT_SWITCH, FIELD(io_uring),
+	  .help = "take requests over io_uring, each answered on the CPU of "
+		  "its caller, where the kernel offers it (fuse module "
+		  "parameter enable_uring set to 1): faster metadata walks; "
+		  "/dev/fuse elsewhere", .dflt = "on" },
+	{ "busy_poll", .kind = OPT_RETIRED,
+	  .help = "it tuned a request loop that no longer exists (requests "
+		  "come over io_uring or libfuse's /dev/fuse loop); drop it" },
+	{ "idle_poll", .kind = OPT_RETIRED,
+	  .help = "it tuned a request loop that no longer exists (requests "
+		  "come over io_uring or libfuse's /dev/fuse loop); drop it" },
+	{ "same_cpu", .kind = OPT_RETIRED,
+	  .help = "ring threads answer on their caller's CPU without it "
+		  "(-o io_uring); drop it" },
+	{ "decomp", "decomp=single|percpu|N", OPT_CUSTOM,
+	  .parse = parse_decomp, .help = "decompression contexts",
+	  .show_default = show_decomp_default },
+	{ "metadata_cache", .kind = OPT_SIZE,
+	  FIELD(image_opts.metadata_cache_bytes),
+	  .help = "decompressed metadata cache" },
+	{ "data_cache", .kind = OPT_SIZE, FIELD(image_opts.data_cache_bytes),
+	  .help = "decompressed data block cache" },
+	{ "fragment_cache", .kind = OPT_COUNT,
+	  FIELD(image_opts.fragment_cache_blocks), .min = 1,
+	  .max = UINT32_MAX, .help = "fragment blocks kept" },
+	{ "block_cache", "block_cache=SIZE", OPT_CUSTOM,
+	  .parse = parse_block_cache,
+	  .help = "RAM cache of the compressed bytes read",
+	  .show_default = show_block_cache_default },
+	{ "prefetch_metadata", .kind = OPT_SWITCH, FIELD(prefetch_metadata),
+	  .help = "read all metadata in one go at mount and keep it",
+	  .dflt = "on for URLs, off for files" },
+	{ "noprefetch_metadata", "-", OPT_FLAG, FIELD(prefetch_metadata),
+	  .set = 0 },
+	{ "cache_dir", .kind = OPT_TEXT, FIELD(cache_opts.dir),
+	  .expect = "a directory",
+	  .help = "persistent cache of fetched bytes, reused by later mounts "
+		  "of the same image; a verified image's blocks are kept by "
+		  "digest, shared by every image mounted with DIR",
+	  .dflt = "none" },
+	{ "cache_size", .kind = OPT_SIZE, FIELD(cache_opts.dir_bytes),
+	  .help = "bound of the cache_dir cache per image, and of the shared "
+		  "block store per daemon" },
+	{ "offline_ok", .kind = OPT_FLAG, FIELD(cache_opts.offline_ok),
+	  .set = 1,
+	  .help = "if the server cannot be reached at mount, mount anyway "
+		  "from what cache_dir recorded and holds", .dflt = "off" },
+	{ "record", .kind = OPT_TEXT, FIELD(record), .expect = "a file name",
+	  .help = "write a startup profile to PATH when the mount ends: the "
+		  "files read, in order (docs/prefetch.md)", .dflt = "" },
+	{ "prefetch", "prefetch=auto|off|PATH|URL", OPT_TEXT, FIELD(prefetch),
+	  .expect = "auto, off, a file name or a URL",
+	  .help = "fetch the blocks a startup profile lists, in the "
+		  "background",
+	  .dflt = "auto: the one learned in cache_dir, else the one stored "
+		  "in the image by sqfs-lazy-pack --order, else URL.profile" },
+	{ "learn", .kind = OPT_SWITCH, FIELD(learn),
+	  .help = "with cache_dir, note what each mount's start reads and "
+		  "prefetch it at the next mount of the same URL or file, new "
+		  "versions included" },
+	{ "background", "background=off|auto|FRACTION", OPT_CUSTOM,
+	  .parse = parse_background,
+	  .help = "fetch the image (or FRACTION of its bytes) over spare "
+		  "bandwidth, behind the reads, into cache_dir or else half "
+		  "of block_cache", .dflt = "auto: URLs; off for metered links" },
+	{ "metrics", "metrics=HOST:PORT|unix:PATH", OPT_TEXT, FIELD(metrics),
+	  .expect = "HOST:PORT or unix:PATH",
+	  .help = "serve the counters to Prometheus at GET /metrics; put it "
+		  "on localhost or behind your scraper's network "
+		  "(docs/metrics.md)", .dflt = "off" },
+	{ "entry_timeout", .kind = OPT_SECONDS, FIELD(entry_timeout),
+	  .help = "kernel name cache timeout" },
+	{ "attr_timeout", .kind = OPT_SECONDS, FIELD(attr_timeout),
+	  .help = "kernel attribute cache timeout" },
+	{ "dev", "dev, nodev", OPT_FLAG, FIELD(dev), .set = 1,
+	  .help = "honour device files", .dflt = "nodev" },
+	{ "nodev", "-", OPT_FLAG, FIELD(dev), .set = 0 },
+	{ "suid", "suid, nosuid", OPT_FLAG, FIELD(suid), .set = 1,
+	  .help = "honour set-user/group-id bits", .dflt = "nosuid" },
+	{ "nosuid", "-", OPT_FLAG, FIELD(suid), .set = 0 },
+	{ "ro", .kind = OPT_FLAG,
+	  .help = "accepted; the mount is always read-only", .dflt = "" },
+	/* mount(8) may add rw on its own: refusing it would break fstab
+	 * lines. Warned about once loglevel= is known. */
+	{ "rw", "-", OPT_FLAG, FIELD(ignored_rw), .set = 1 },
+	{ "debug", .kind = OPT_FLAG, FIELD(debug), .set = 1,
+	  .help = "same as -d", .dflt = "" },
+
+	{ "max_connections", .kind = OPT_COUNT, .group = GROUP_HTTP,
+	  FIELD(http_opts.max_connections), .min = 1,
+	  .max = LSQ_MAX_HTTP_CONNECTIONS,
+	  .help = "parallel connections/requests" },
+	{ "retries", .kind = OPT_COUNT, .group = GROUP_HTTP,
+	  FIELD(http_opts.retries), .min = 0, .max = 100,
+	  .help = "retries of a failed request" },
+	{ "connect_timeout", .kind = OPT_SECONDS, .group = GROUP_HTTP,
+	  FIELD(http_opts.connect_timeout), .min = 1,
+	  .help = "connection timeout" },
+	{ "timeout", .kind = OPT_SECONDS, .group = GROUP_HTTP,
+	  FIELD(http_opts.timeout), .min = 1,
+	  .help = "total time of one request" },
+	{ "readahead", .kind = OPT_SIZE, .group = GROUP_HTTP,
+	  FIELD(http_opts.readahead), .max = LSQ_MAX_HTTP_READAHEAD,
+	  .help = "fetched ahead of sequential reads, 0 disables" },
+	{ "header_file", .kind = OPT_TEXT, .group = GROUP_HTTP,
+	  FIELD(http_opts.header_file), .expect = "a file name",
+	  .help = "extra request headers, 'Name: value' per line; must not "
+		  "be readable by others", .dflt = "" },
+	{ "cacert", .kind = OPT_TEXT, .group = GROUP_HTTP,
+	  FIELD(http_opts.cacert), .expect = "a file name",
+	  .help = "CA certificates for https", .dflt = "the system's" },
+	{ "insecure", .kind = OPT_FLAG, .group = GROUP_HTTP,
+	  FIELD(http_opts.insecure), .set = 1,
+	  .help = "do not verify TLS certificates", .dflt = "off" },
+	{ "mirror", "mirror=URL", OPT_CUSTOM, .group = GROUP_HTTP,
+	  .parse = parse_mirror,
+	  .help = "another copy of the same image, for failover; may be "
+		  "repeated (up to " STR(LSQ_HTTP_MAX_MIRRORS) ")", .dflt = "" },
+	{ "url_command", "url_command=CMD", OPT_TEXT, .group = GROUP_HTTP,
+	  FIELD(http_opts.url_command), .expect = "a command",
+	  .help = "a program printing a fresh URL of the image (a signed "
+		  "URL); run at mount and when the URL is refused or about to "
+		  "expire; words split at spaces, no shell; IMAGE then only "
+		  "names it", .dflt = "" },
+
+	{ "aws_profile", "aws_profile=NAME", OPT_TEXT, .group = GROUP_S3,
+	  FIELD(http_opts.aws_profile), .expect = "a profile name",
+	  .help = "profile of the AWS shared files",
+	  .dflt = "AWS_PROFILE, else default" },
+	{ "credentials_file", .kind = OPT_TEXT, .group = GROUP_S3,
+	  FIELD(http_opts.credentials_file), .expect = "a file name",
+	  .help = "take credentials only from this file; must not be "
+		  "readable by group or others", .dflt = "" },
+	{ "region", "region=NAME", OPT_TEXT, .group = GROUP_S3,
+	  FIELD(http_opts.region), .expect = "a region name",
+	  .help = "signing region", .dflt = "AWS_REGION, else us-east-1" },
+	{ "endpoint", "endpoint=URL", OPT_TEXT, .group = GROUP_S3,
+	  FIELD(http_opts.endpoint), .expect = "a URL",
+	  .help = "another S3 service, path-style",
+	  .dflt = "https://s3.REGION.amazonaws.com" },
+
+	{ "verify", "verify=PUBKEY.pem|auto|off", OPT_CUSTOM,
+	  .group = GROUP_SIGNED, .parse = parse_verify,
+	  .help = "with keys, check every block against the image's signed "
+		  "manifest and refuse the mount without a good one (may be "
+		  "repeated: any of the keys); auto: verify when the image "
+		  "has a manifest and " LSQ_KEYS_DIR " holds keys",
+	  .dflt = "auto" },
+	{ "manifest", .kind = OPT_TEXT, .group = GROUP_SIGNED,
+	  FIELD(manifest), .expect = "a file name",
+	  .help = "a detached manifest", .dflt = "the image's own" },
+
+	{ "loglevel", "loglevel=LEVEL", OPT_CHOICE, .group = GROUP_SERVICE,
+	  FIELD(log_level), .choices = log_levels,
+	  .expect = "error, warning, info or debug",
+	  .help = "error, warning, info or debug; stderr with -f, syslog "
+		  "(the journal) without", .dflt = "info" },
+	{ "_netdev", "_netdev, nofail, noauto, auto, defaults, user, nouser, "
+		     "users, owner,\n  group, comment=, x-*",
+	  OPT_IGNORED, .group = GROUP_SERVICE,
+	  .help = "for mount(8), fstab and systemd: ignored here",
+	  .dflt = "" },
+	MOUNT_ONLY("nofail"), MOUNT_ONLY("noauto"), MOUNT_ONLY("auto"),
+	MOUNT_ONLY("defaults"), MOUNT_ONLY("user"), MOUNT_ONLY("nouser"),
+	MOUNT_ONLY("users"), MOUNT_ONLY("owner"), MOUNT_ONLY("group"),
+	MOUNT_ONLY("comment"),
+
+	{ "allow_other", .kind = OPT_FLAG, .group = GROUP_FUSE,
+	  FIELD(allow_other), .set = 1, .pass = true,
+	  .help = "let all users in", .dflt = "off" },
+	{ "allow_root", .kind = OPT_FUSE, .group = GROUP_FUSE,
+	  .help = "let root in as well as the mounting user", .dflt = "" },
+	{ "default_permissions", .kind = OPT_FUSE, .group = GROUP_FUSE,
+	  .help = "the kernel checks the image's mode bits (always on)",
+	  .dflt = "" },
+	{ "auto_unmount", .kind = OPT_FUSE, .group = GROUP_FUSE,
+	  .help = "unmount when the daemon dies", .dflt = "" },
+	{ "max_read", .kind = OPT_COUNT, .group = GROUP_FUSE,
+	  FIELD(max_read), .min = 1, .max = UINT32_MAX, .pass = true,
+	  .help = "largest read request in bytes", .dflt = "" },
+	{ "max_readahead", "max_readahead=N", OPT_FUSE, .group = GROUP_FUSE,
+	  .help = "kernel readahead in bytes", .dflt = "the kernel's" },
+	{ "max_background", "max_background=N", OPT_FUSE, .group = GROUP_FUSE,
+	  .help = "queued background requests", .dflt = "the kernel's" },
+	{ "congestion_threshold", "congestion_threshold=N", OPT_FUSE,
+	  .group = GROUP_FUSE,
+	  .help = "background requests before the kernel backs off",
+	  .dflt = "" },
+	{ "fsname", "fsname=NAME", OPT_FUSE, .group = GROUP_FUSE,
+	  .help = "source in /proc/mounts", .dflt = "the image path" },
+	{ "subtype", "subtype=NAME", OPT_FUSE, .group = GROUP_FUSE,
+	  .help = "type fuse.NAME", .dflt = "sqfs-lazy" },
+};
+
+#define N_OPTIONS (sizeof(mount_options) / sizeof(mount_options[0]))
+
+static const struct mount_option *find_option(const char *name)
+{
+	for (size_t i = 0; i < N_OPTIONS; i++)
+		if (strcmp(mount_options[i].name, name) == 0)
+			return &mount_options[i];
+	return NULL;
+}
+
+static void *field_of(struct lsq_mount_options *opt,
+		      const struct mount_option *o)
+{
+	return (char *)opt + o->field;
+}
+
+/* Integer fields come in three widths: bool; int, unsigned or an enum;
+ * uint64_t. Only non-negative values are stored through here. */
+static void store_int(void *p, size_t size, uint64_t v)
+{
+	uint32_t v32 = (uint32_t)v;
+
+	if (size == 1)
+		*(bool *)p = v != 0;
+	else if (size == 4)
+		memcpy(p, &v32, 4);
+	else if (size == 8)
+		memcpy(p, &v, 8);
+}
+
+static uint64_t load_int(const void *p, size_t size)
+{
+	uint32_t v32;
+	uint64_t v;
+
+	if (size == 1)
+		return *(const bool *)p;
+	if (size == 4) {
+		memcpy(&v32, p, 4);
+		return v32;
+	}
+	memcpy(&v, p, 8);
+	return v;
+}
+
+static int parse_count(const struct mount_option *o, const char *value,
+		       uint64_t *out)
+{
+	char expect[64];
+	uint64_t v;
+
+	snprintf(expect, sizeof(expect), "an integer from %" PRIu64
+		 " to %" PRIu64, o->min, o->max);
+	/* counts take no K/M/G: "threads=1K" is more likely a typo */
+	if (lsq_parse_size(value, &v) != LSQ_OK || strpbrk(value, "KkMmGgTt") ||
+	    v < o->min || v > o->max)
+		return bad_value(o->name, value, expect);
+	*out = v;
+	return LSQ_OK;
+}
+
+/* Reads value into o's field; the value is checked for presence already. */
+static int store_value(struct lsq_mount_options *opt,
+		       const struct mount_option *o, const char *value)
+{
+	void *p = field_of(opt, o);
+	char expect[64], max[32];
+	uint64_t v;
+	bool on;
+	int err;
+
+	switch (o->kind) {
+	case OPT_FLAG:
+		if (o->size)
+			store_int(p, o->size, (uint64_t)o->set);
+		return LSQ_OK;
+	case OPT_SWITCH:
+		err = parse_on_off(o->name, value, &on);
+		if (!err)
+			store_int(p, o->size, on);
+		return err;
+	case OPT_SIZE:
+		if (lsq_parse_size(value, &v) != LSQ_OK)
+			return bad_value(o->name, value,
+					 "a size such as 4096, 0x1000 or 64M");
+		if (o->max && v > o->max) {
+			format_size(max, sizeof(max), o->max);
+			snprintf(expect, sizeof(expect), "a size up to %s", max);
+			return bad_value(o->name, value, expect);
+		}
+		store_int(p, o->size, v);
+		return LSQ_OK;
+	case OPT_COUNT:
+		err = parse_count(o, value, &v);
+		if (!err)
+			store_int(p, o->size, v);
+		return err;
+	case OPT_SECONDS:
+		return parse_seconds(o->name, value, o->min > 0, (double *)p);
+	case OPT_TEXT: {
+		char *copy;
+
+		if (value[0] == '\0')
+			return bad_value(o->name, value, o->expect);
+		copy = strdup(value);
+		if (!copy)
+			return LSQ_ERR_NOMEM;
+		free(*(char **)p);
+		*(char **)p = copy;
+		return LSQ_OK;
+	}
+	case OPT_CHOICE:
+		for (int i = 0; o->choices[i]; i++)
+			if (strcmp(value, o->choices[i]) == 0) {
+				store_int(p, o->size, (uint64_t)i);
+				return LSQ_OK;
+			}
+		return bad_value(o->name, value, o->expect);
+	case OPT_CUSTOM:
+		return o->parse(opt, o->name, value);
+	case OPT_IGNORED:
+	case OPT_FUSE:
+		return LSQ_OK;
+	case OPT_RETIRED:
+		lsq_err_log("-o %s was removed: %s", o->name, o->help);
+		return LSQ_ERR_INVALID;
+	}
+	return LSQ_ERR_INVALID;
+}
+
 
 static int pass_on(struct fuse_args *pass, const char *item)
 {
@@ -181,313 +645,33 @@ static int pass_on(struct fuse_args *pass, const char *item)
 	return ret ? LSQ_ERR_NOMEM : LSQ_OK;
 }
 
-/* Options for mount(8), fstab and systemd rather than for us; they reach
- * us when the daemon is started by a mount helper or by hand with an fstab
- * line's options. Also loglevel=, which concerns how the daemon runs.
- * Returns true when name was one of them, *err telling if it was valid. */
-static bool parse_service_option(struct lsq_mount_options *opt,
-				 const char *name, const char *value, int *err)
-{
-	static const char *const mount_only[] = {
-		"_netdev", "nofail", "noauto", "auto", "defaults", "user",
-		"nouser", "users", "owner", "group", "comment",
-	};
-	static const char *const levels[] = {
-		"error", "warning", "info", "debug",
-	};
-
-	*err = LSQ_OK;
-	if (strncmp(name, "x-", 2) == 0)
-		return true;  /* x-systemd.*, x-mount.* and other userspace notes */
-	for (size_t i = 0; i < sizeof(mount_only) / sizeof(mount_only[0]); i++)
-		if (strcmp(name, mount_only[i]) == 0)
-			return true;
-	if (strcmp(name, "loglevel") != 0)
-		return false;
-	for (size_t i = 0; value && i < sizeof(levels) / sizeof(levels[0]); i++)
-		if (strcmp(value, levels[i]) == 0) {
-			opt->log_level = (enum lsq_log_level)i;
-			return true;
-		}
-	*err = bad_value(name, value ? value : "",
-			 "error, warning, info or debug");
-	return true;
-}
-
 /* One -o item, "name" or "name=value". Ours are consumed; the rest is
- * queued for libfuse in pass. */
+ * queued for libfuse in pass, which refuses what it does not know. */
 static int parse_item(struct lsq_mount_options *opt, char *item,
 		      struct fuse_args *pass)
 {
 	char *value = strchr(item, '=');
-	const char *name = item;
-	uint64_t v;
+	const struct mount_option *o;
 	int err;
 
 	if (value)
 		*value++ = '\0';
-	if (parse_service_option(opt, name, value, &err))
-		return err;
-
-#define IS(n) (strcmp(name, n) == 0)
-#define NEED_VALUE()							\
-	do {								\
-		if (!value) {						\
-			lsq_err_log("-o %s needs a value", name);	\
-			return LSQ_ERR_INVALID;				\
-		}							\
-	} while (0)
-#define NO_VALUE()							\
-	do {								\
-		if (value) {						\
-			lsq_err_log("-o %s takes no value", name);	\
-			return LSQ_ERR_INVALID;				\
-		}							\
-	} while (0)
-
-	if (IS("offset")) {
-		NEED_VALUE();
-		return parse_bytes(name, value, &opt->offset);
-	} else if (IS("threads")) {
-		NEED_VALUE();
-		err = parse_uint(name, value, 1, LSQ_MAX_THREADS, &v);
-		if (!err)
-			opt->threads = (unsigned)v;
-		return err;
-	} else if (IS("busy_poll") || IS("idle_poll") || IS("same_cpu")) {
-		/* tuned request loops that are gone (docs/decisions.md); an
-		 * fstab line that names them must still mount */
-		lsq_warn("-o %s has no effect any more", name);
+	/* x-systemd.*, x-mount.* and other userspace notes */
+	if (strncmp(item, "x-", 2) == 0)
 		return LSQ_OK;
-	} else if (IS("io_uring")) {
-		return parse_on_off_given(name, value, &opt->io_uring);
-	} else if (IS("decomp")) {
-		NEED_VALUE();
-		return parse_decomp(value, &opt->image_opts.decomp_contexts);
-	} else if (IS("metadata_cache")) {
-		NEED_VALUE();
-		return parse_bytes(name, value,
-				   &opt->image_opts.metadata_cache_bytes);
-	} else if (IS("data_cache")) {
-		NEED_VALUE();
-		return parse_bytes(name, value,
-				   &opt->image_opts.data_cache_bytes);
-	} else if (IS("fragment_cache")) {
-		NEED_VALUE();
-		err = parse_uint(name, value, 1, UINT32_MAX, &v);
-		if (!err)
-			opt->image_opts.fragment_cache_blocks = (uint32_t)v;
-		return err;
-	} else if (IS("entry_timeout")) {
-		NEED_VALUE();
-		return parse_seconds(name, value, &opt->entry_timeout);
-	} else if (IS("attr_timeout")) {
-		NEED_VALUE();
-		return parse_seconds(name, value, &opt->attr_timeout);
-	} else if (IS("max_connections")) {
-		NEED_VALUE();
-		err = parse_uint(name, value, 1, LSQ_MAX_HTTP_CONNECTIONS, &v);
-		if (!err)
-			opt->http_opts.max_connections = (unsigned)v;
-		return err;
-	} else if (IS("retries")) {
-		NEED_VALUE();
-		err = parse_uint(name, value, 0, 100, &v);
-		if (!err)
-			opt->http_opts.retries = (unsigned)v;
-		return err;
-	} else if (IS("connect_timeout") || IS("timeout")) {
-		double t;
-
-		NEED_VALUE();
-		err = parse_seconds(name, value, &t);
-		if (!err && t <= 0)
-			err = bad_value(name, value, "seconds > 0");
-		if (!err && IS("timeout"))
-			opt->http_opts.timeout = t;
-		else if (!err)
-			opt->http_opts.connect_timeout = t;
-		return err;
-	} else if (IS("readahead")) {
-		NEED_VALUE();
-		err = parse_bytes(name, value, &opt->http_opts.readahead);
-		if (!err && opt->http_opts.readahead > LSQ_MAX_HTTP_READAHEAD)
-			err = bad_value(name, value, "a size up to 64M");
-		return err;
-	} else if (IS("header_file") || IS("cacert") ||
-		   IS("credentials_file") || IS("aws_profile") ||
-		   IS("region") || IS("endpoint") || IS("url_command")) {
-		const char **slot = IS("cacert") ? &opt->http_opts.cacert
-			: IS("credentials_file") ? &opt->http_opts.credentials_file
-			: IS("aws_profile") ? &opt->http_opts.aws_profile
-			: IS("region") ? &opt->http_opts.region
-			: IS("endpoint") ? &opt->http_opts.endpoint
-			: IS("url_command") ? &opt->http_opts.url_command
-			: &opt->http_opts.header_file;
-		char *copy;
-
-		NEED_VALUE();
-		if (value[0] == '\0')
-			return bad_value(name, value, IS("url_command")
-					 ? "a command" : "a file name");
-		copy = strdup(value);
-		if (!copy)
-			return LSQ_ERR_NOMEM;
-		free((char *)*slot);
-		*slot = copy;
-		return LSQ_OK;
-	} else if (IS("mirror")) {
-		char *copy;
-
-		NEED_VALUE();
-		if (opt->http_opts.nmirrors == LSQ_HTTP_MAX_MIRRORS) {
-			lsq_err_log("at most %d -o mirror= options",
-				    LSQ_HTTP_MAX_MIRRORS);
-			return LSQ_ERR_INVALID;
-		}
-		copy = strdup(value);
-		if (!copy)
-			return LSQ_ERR_NOMEM;
-		opt->http_opts.mirrors[opt->http_opts.nmirrors++] = copy;
-		return LSQ_OK;
-	} else if (IS("insecure")) {
-		NO_VALUE();
-		opt->http_opts.insecure = 1;
-		return LSQ_OK;
-	} else if (IS("block_cache")) {
-		NEED_VALUE();
-		opt->block_cache_given = true;
-		return parse_bytes(name, value,
-				   &opt->cache_opts.block_cache_bytes);
-	} else if (IS("noprefetch_metadata")) {
-		NO_VALUE();
-		opt->prefetch_metadata = 0;
-		return LSQ_OK;
-	} else if (IS("prefetch_metadata")) {
-		return parse_on_off_given(name, value, &opt->prefetch_metadata);
-	} else if (IS("learn")) {
-		int on = 1;
-		int ret = parse_on_off_given(name, value, &on);
-
-		opt->learn = on != 0;
-		return ret;
-	} else if (IS("background")) {
-		char *end;
-		double f;
-
-		NEED_VALUE();
-		if (strcmp(value, "auto") == 0 || strcmp(value, "on") == 0) {
-			opt->background = -1;
-			return LSQ_OK;
-		}
-		if (strcmp(value, "off") == 0) {
-			opt->background = 0;
-			return LSQ_OK;
-		}
-		errno = 0;
-		f = strtod(value, &end);
-		if (errno || end == value || *end || !(f >= 0 && f <= 1))
-			return bad_value(name, value,
-					 "off, auto or a fraction 0..1");
-		opt->background = f;
-		return LSQ_OK;
-	} else if (IS("record") || IS("prefetch") || IS("metrics")) {
-		char **slot = IS("record")     ? &opt->record :
-			      IS("metrics")    ? &opt->metrics :
-						 &opt->prefetch;
-		char *copy;
-
-		NEED_VALUE();
-		if (value[0] == '\0')
-			return bad_value(name, value, IS("record") ?
-					 "a file name" : IS("metrics") ?
-					 "HOST:PORT or unix:PATH" :
-					 "auto, off, a file name or a URL");
-		copy = strdup(value);
-		if (!copy)
-			return LSQ_ERR_NOMEM;
-		free(*slot);
-		*slot = copy;
-		return LSQ_OK;
-	} else if (IS("cache_dir")) {
-		char *copy;
-
-		NEED_VALUE();
-		if (value[0] == '\0')
-			return bad_value(name, value, "a directory");
-		copy = strdup(value);
-		if (!copy)
-			return LSQ_ERR_NOMEM;
-		free((char *)opt->cache_opts.dir);
-		opt->cache_opts.dir = copy;
-		return LSQ_OK;
-	} else if (IS("cache_size")) {
-		NEED_VALUE();
-		return parse_bytes(name, value, &opt->cache_opts.dir_bytes);
-	} else if (IS("verify")) {
-		char *copy;
-
-		NEED_VALUE();
-		if (strcmp(value, "auto") == 0 || strcmp(value, "off") == 0) {
-			if (opt->nverify_keys)
-				return bad_value(name, value,
-						 "keys, or one of auto and off");
-			opt->verify = value[1] == 'u' ? -1 : 0;
-			return LSQ_OK;
-		}
-		if (value[0] == '\0' || opt->verify == 0)
-			return bad_value(name, value,
-					 "keys, or one of auto and off");
-		if (opt->nverify_keys == LSQ_MAX_VERIFY_KEYS) {
-			lsq_err_log("at most %d -o verify= keys",
-				    LSQ_MAX_VERIFY_KEYS);
-			return LSQ_ERR_INVALID;
-		}
-		copy = strdup(value);
-		if (!copy)
-			return LSQ_ERR_NOMEM;
-		opt->verify_keys[opt->nverify_keys++] = copy;
-		opt->verify = 1;
-		return LSQ_OK;
-	} else if (IS("manifest")) {
-		NEED_VALUE();
-		if (value[0] == '\0')
-			return bad_value(name, value, "a file name");
-		free(opt->manifest);
-		opt->manifest = strdup(value);
-		return opt->manifest ? LSQ_OK : LSQ_ERR_NOMEM;
-	} else if (IS("offline_ok")) {
-		NO_VALUE();
-		opt->cache_opts.offline_ok = 1;
-		return LSQ_OK;
-	} else if (IS("dev") || IS("nodev")) {
-		NO_VALUE();
-		opt->dev = IS("dev");
-		return LSQ_OK;
-	} else if (IS("suid") || IS("nosuid")) {
-		NO_VALUE();
-		opt->suid = IS("suid");
-		return LSQ_OK;
-	} else if (IS("ro")) {
-		NO_VALUE();
-		return LSQ_OK;
-	} else if (IS("rw")) {
-		/* mount(8) may add rw on its own; refusing would break fstab.
-		 * Warned about once loglevel= is known. */
-		opt->ignored_rw = true;
-		return LSQ_OK;
-	} else if (IS("debug")) {
-		NO_VALUE();
-		opt->debug = true;
-		opt->foreground = true;
-		return LSQ_OK;
+	o = find_option(item);
+	if (o && o->kind == OPT_FLAG && value) {
+		lsq_err_log("-o %s takes no value", item);
+		return LSQ_ERR_INVALID;
 	}
-#undef IS
-#undef NEED_VALUE
-#undef NO_VALUE
-
-	err = note_fuse_option(opt, name, value);
-	if (err)
+	if (o && !value && o->kind != OPT_FLAG && o->kind != OPT_SWITCH &&
+	    o->kind != OPT_IGNORED && o->kind != OPT_FUSE &&
+	    o->kind != OPT_RETIRED) {
+		lsq_err_log("-o %s needs a value", item);
+		return LSQ_ERR_INVALID;
+	}
+	err = o ? store_value(opt, o, value) : LSQ_OK;
+	if (err || (o && !o->pass && o->kind != OPT_FUSE))
 		return err;
 	if (value)
 		value[-1] = '=';
@@ -527,6 +711,24 @@ static int parse_o(struct lsq_mount_options *opt, const char *arg,
 	}
 	free(copy);
 	return err;
+}
+static void set_defaults(struct lsq_mount_options *opt)
+{
+	memset(opt, 0, sizeof(*opt));
+	opt->mode = LSQ_MODE_MOUNT;
+	opt->threads = lsq_default_threads();
+	opt->io_uring = -1;
+	opt->entry_timeout = LSQ_DEFAULT_TIMEOUT;
+	opt->attr_timeout = LSQ_DEFAULT_TIMEOUT;
+	lsq_image_options_default(&opt->image_opts);
+	lsq_http_options_default(&opt->http_opts);
+	opt->cache_opts.dir_bytes = LSQ_DEFAULT_CACHE_SIZE;
+	opt->prefetch_metadata = -1;
+	opt->background = -1;
+	opt->learn = true;
+	opt->verify = -1;
+	opt->fuse_args = (struct fuse_args)FUSE_ARGS_INIT(0, NULL);
+	opt->log_level = LSQ_LOG_INFO;
 }
 
 /* fsname reaches libfuse through its own option parser: escape , and \. */
@@ -648,21 +850,7 @@ int lsq_mount_options_parse(struct lsq_mount_options *opt, int argc,
 	int npos = 0;
 	int err = LSQ_OK;
 
-	memset(opt, 0, sizeof(*opt));
-	opt->mode = LSQ_MODE_MOUNT;
-	opt->threads = lsq_default_threads();
-	opt->io_uring = -1;
-	opt->entry_timeout = LSQ_DEFAULT_TIMEOUT;
-	opt->attr_timeout = LSQ_DEFAULT_TIMEOUT;
-	lsq_image_options_default(&opt->image_opts);
-	lsq_http_options_default(&opt->http_opts);
-	opt->cache_opts.dir_bytes = LSQ_DEFAULT_CACHE_SIZE;
-	opt->prefetch_metadata = -1;
-	opt->background = -1;
-	opt->learn = true;
-	opt->verify = -1;
-	opt->fuse_args = (struct fuse_args)FUSE_ARGS_INIT(0, NULL);
-	opt->log_level = LSQ_LOG_INFO;
+	set_defaults(opt);
 
 	for (int i = 1; i < argc && !err; i++) {
 		const char *a = argv[i];
@@ -691,7 +879,6 @@ int lsq_mount_options_parse(struct lsq_mount_options *opt, int argc,
 			opt->foreground = true;
 		} else if (strcmp(a, "-d") == 0 || strcmp(a, "--debug") == 0) {
 			opt->debug = true;
-			opt->foreground = true;
 		} else if (strcmp(a, "-s") == 0) {
 			opt->single_thread = true;
 		} else if (strcmp(a, "-o") == 0) {
@@ -707,6 +894,8 @@ int lsq_mount_options_parse(struct lsq_mount_options *opt, int argc,
 	}
 	if (err)
 		goto out;
+	if (opt->debug)
+		opt->foreground = true;
 	/* every message from here on obeys -o loglevel= (or -d) */
 	lsq_log_set_level(opt->debug ? LSQ_LOG_DEBUG : opt->log_level);
 	if (opt->ignored_rw)
@@ -761,27 +950,19 @@ out:
 void lsq_mount_options_fini(struct lsq_mount_options *opt)
 {
 	fuse_opt_free_args(&opt->fuse_args);
-	free((char *)opt->http_opts.header_file);
-	free((char *)opt->http_opts.cacert);
-	free((char *)opt->http_opts.credentials_file);
-	free((char *)opt->http_opts.aws_profile);
-	free((char *)opt->http_opts.region);
-	free((char *)opt->http_opts.endpoint);
-	free((char *)opt->http_opts.url_command);
+	for (size_t i = 0; i < N_OPTIONS; i++)
+		if (mount_options[i].kind == OPT_TEXT) {
+			char **p = field_of(opt, &mount_options[i]);
+
+			free(*p);
+			*p = NULL;
+		}
 	for (unsigned i = 0; i < opt->http_opts.nmirrors; i++)
 		free((char *)opt->http_opts.mirrors[i]);
-	memset(&opt->http_opts, 0, sizeof(opt->http_opts));
-	free((char *)opt->cache_opts.dir);
-	opt->cache_opts.dir = NULL;
-	free(opt->record);
-	free(opt->prefetch);
-	free(opt->metrics);
-	opt->record = opt->prefetch = opt->metrics = NULL;
+	opt->http_opts.nmirrors = 0;
 	for (unsigned i = 0; i < opt->nverify_keys; i++)
 		free(opt->verify_keys[i]);
 	opt->nverify_keys = 0;
-	free(opt->manifest);
-	opt->manifest = NULL;
 	free(opt->mountpoint);
 	opt->mountpoint = NULL;
 }
@@ -798,50 +979,145 @@ lsq_mount_cache_options(const struct lsq_mount_options *opt, bool remote)
 	return c;
 }
 
-/* "64M" when it is a whole number of a unit, plain bytes otherwise. */
-static void format_size(char *buf, size_t size, uint64_t v)
+
+/* ---- --help, from the table ---- */
+
+static const struct {
+	const char *title, *footer;
+} option_groups[GROUP_COUNT] = {
+	[GROUP_MOUNT] = { "Mount options:", NULL },
+	[GROUP_HTTP] = { "Options for http:// and https:// images "
+			 "(docs/http-source.md):",
+			 "Proxies come from the usual http_proxy, https_proxy "
+			 "and no_proxy environment variables." },
+	[GROUP_S3] = { "Options for s3://BUCKET/KEY images (docs/s3.md):",
+		       NULL },
+	[GROUP_SIGNED] = { "Signed images (docs/manifest.md):", NULL },
+	[GROUP_SERVICE] = { "Options for running under mount(8), fstab and "
+			    "systemd (docs/systemd.md):",
+			    "With $NOTIFY_SOCKET set (systemd Type=notify), "
+			    "READY=1 is sent once the mount answers, "
+			    "STOPPING=1 when it ends." },
+	[GROUP_FUSE] = { "Options handed to libfuse (see mount.fuse3(8)):",
+			 "and other generic options such as noexec, noatime, "
+			 "context=..." },
+};
+
+#define HELP_COLUMN 26
+#define HELP_WIDTH 79
+
+/* text as words from column col (where the cursor is) up to HELP_WIDTH,
+ * lines after the first starting at column indent. */
+static void print_wrapped(FILE *out, const char *text, int col, int indent)
 {
-	static const char units[] = "TGMK";
+	const char *p = text;
+	bool first = true;
 
-	for (int i = 0; i < 4; i++) {
-		unsigned shift = 10u * (unsigned)(4 - i);
+	while (*p) {
+		size_t word = strcspn(p, " ");
 
-		if (v && v % (UINT64_C(1) << shift) == 0) {
-			snprintf(buf, size, "%" PRIu64 "%c", v >> shift,
-				 units[i]);
-			return;
+		if (!first && col + 1 + (int)word > HELP_WIDTH) {
+			fprintf(out, "\n%*s", indent, "");
+			col = indent;
+		} else if (!first) {
+			fputc(' ', out);
+			col++;
 		}
+		first = false;
+		fwrite(p, 1, word, out);
+		col += (int)word;
+		p += word;
+		p += strspn(p, " ");
 	}
-	snprintf(buf, size, "%" PRIu64, v);
+	fputc('\n', out);
+}
+
+/* How a value is written after "name=" in the left column. */
+static const char *value_syntax(const struct mount_option *o)
+{
+	switch (o->kind) {
+	case OPT_SWITCH: return "[=on|off]";
+	case OPT_SIZE: return "=SIZE";
+	case OPT_COUNT: return "=N";
+	case OPT_SECONDS: return "=SECONDS";
+	case OPT_TEXT:
+		if (strstr(o->name, "dir"))
+			return "=DIR";
+		return "=PATH";
+	default: return "";
+	}
+}
+
+static void format_default(const struct mount_option *o,
+			   const struct lsq_mount_options *d, char *buf,
+			   size_t size)
+{
+	const void *p = (const char *)d + o->field;
+
+	if (o->dflt) {
+		snprintf(buf, size, "%s", o->dflt);
+	} else if (o->show_default) {
+		o->show_default(buf, size);
+	} else if (o->kind == OPT_SWITCH) {
+		snprintf(buf, size, "%s", load_int(p, o->size) ? "on" : "off");
+	} else if (o->kind == OPT_SIZE) {
+		format_size(buf, size, load_int(p, o->size));
+	} else if (o->kind == OPT_COUNT) {
+		snprintf(buf, size, "%" PRIu64, load_int(p, o->size));
+	} else if (o->kind == OPT_SECONDS) {
+		snprintf(buf, size, "%g", *(const double *)p);
+	} else {
+		buf[0] = '\0';
+	}
+}
+
+static void print_option(FILE *out, const struct mount_option *o,
+			 const struct lsq_mount_options *d)
+{
+	char left[128], dflt[160], *text;
+	const char *last_line;
+	int col;
+
+	if (o->shown)
+		snprintf(left, sizeof(left), "%s", o->shown);
+	else
+		snprintf(left, sizeof(left), "%s%s", o->name, value_syntax(o));
+	format_default(o, d, dflt, sizeof(dflt));
+	if (o->kind == OPT_COUNT && o->max)
+		text = NULL, col = asprintf(&text, "%s (%" PRIu64 "..%" PRIu64
+					    "%s%s)", o->help, o->min, o->max,
+					    dflt[0] ? ", default " : "", dflt);
+	else if (dflt[0])
+		col = asprintf(&text, "%s (default %s)", o->help, dflt);
+	else
+		col = asprintf(&text, "%s", o->help);
+	if (col < 0)
+		return;
+	fprintf(out, "  %s", left);
+	last_line = strrchr(left, '\n');
+	col = (int)strlen(last_line ? last_line + 1 : left) +
+	      (last_line ? 0 : 2);
+	if (col + 2 <= HELP_COLUMN)
+		fprintf(out, "%*s", HELP_COLUMN - col, "");
+	else
+		fputs("  ", out);
+	print_wrapped(out, text, col + 2 <= HELP_COLUMN ? HELP_COLUMN
+			: col + 2, HELP_COLUMN);
+	free(text);
 }
 
 void lsq_mount_options_help(FILE *out)
 {
-	struct lsq_image_options d;
-	struct lsq_http_options h;
-	char meta[32], data[32], decomp[32], ra[32], bc[32], csize[32];
+	struct lsq_mount_options d;
 
-	lsq_image_options_default(&d);
-	lsq_http_options_default(&h);
-	format_size(ra, sizeof(ra), h.readahead);
-	format_size(bc, sizeof(bc), LSQ_DEFAULT_REMOTE_BLOCK_CACHE);
-	format_size(csize, sizeof(csize), LSQ_DEFAULT_CACHE_SIZE);
-	format_size(meta, sizeof(meta), d.metadata_cache_bytes);
-	format_size(data, sizeof(data), d.data_cache_bytes);
-	if (d.decomp_contexts == 0)
-		snprintf(decomp, sizeof(decomp), "percpu");
-	else if (d.decomp_contexts == 1)
-		snprintf(decomp, sizeof(decomp), "single");
-	else
-		snprintf(decomp, sizeof(decomp), "%u", d.decomp_contexts);
-
-	fprintf(out,
+	set_defaults(&d);
+	fputs(
 "Usage: sqfs-lazy-mount [OPTIONS] IMAGE MOUNTPOINT\n"
 "       sqfs-lazy-mount --stats MOUNTPOINT\n"
 "       sqfs-lazy-mount --status MOUNTPOINT\n"
 "\n"
 "Mount the SquashFS 4.0 image IMAGE read-only on MOUNTPOINT with FUSE.\n"
-"IMAGE is a file or an http://, https:// or file:// URL.\n"
+"IMAGE is a file or an http://, https://, file:// or s3:// URL.\n"
 "Without -f the command returns once the mount is usable.\n"
 "\n"
 "Options:\n"
@@ -852,116 +1128,27 @@ void lsq_mount_options_help(FILE *out)
 "  --stats MOUNTPOINT      print the counters of a running mount\n"
 "  --status MOUNTPOINT     a summary of a running mount for a person\n"
 "  -h, --help              print this help and exit\n"
-"  -V, --version           print the version and compressors and exit\n"
-"\n"
-"Mount options:\n"
-"  offset=SIZE             the image starts at byte SIZE of IMAGE (default 0)\n"
-"  threads=N               at most N request threads, 1..%u (default %u per\n"
-"                          CPU, at least 8: here %u)\n"
-"  io_uring[=on|off]       take requests over io_uring, each answered on the\n"
-"                          CPU of its caller, where the kernel offers it (fuse\n"
-"                          module parameter enable_uring set to 1): faster\n"
-"                          metadata walks (default on; /dev/fuse elsewhere)\n"
-"  decomp=single|percpu|N  decompression contexts (default %s)\n"
-"  metadata_cache=SIZE     decompressed metadata cache (default %s)\n"
-"  data_cache=SIZE         decompressed data block cache (default %s)\n"
-"  fragment_cache=N        fragment blocks kept (default %" PRIu32 ")\n"
-"  block_cache=SIZE        RAM cache of the compressed bytes read (default\n"
-"                          %s for URLs, 0 for files: the page cache has them)\n"
-"  prefetch_metadata[=on|off]  read all metadata in one go at mount and keep\n"
-"                          it (default on for URLs, off for files)\n"
-"  cache_dir=DIR           persistent cache of fetched bytes, reused by later\n"
-"                          mounts of the same image; a verified image's blocks\n"
-"                          are kept by digest, shared by every image mounted\n"
-"                          with DIR (default none)\n"
-"  cache_size=SIZE         bound of the cache_dir cache per image, and of the\n"
-"                          shared block store per daemon (default %s)\n"
-"  offline_ok              if the server cannot be reached at mount, mount\n"
-"                          anyway from what cache_dir recorded and holds\n"
-"                          (default off)\n"
-"  record=PATH             write a startup profile to PATH when the mount\n"
-"                          ends: the files read, in order (docs/prefetch.md)\n"
-"  prefetch=auto|off|PATH|URL  fetch the blocks a startup profile lists, in\n"
-"                          the background (default auto: the one learned in\n"
-"                          cache_dir, else the one stored in the image by\n"
-"                          sqfs-lazy-pack --order, else URL.profile)\n"
-"  learn[=on|off]          with cache_dir, note what each mount's start reads\n"
-"                          and prefetch it at the next mount of the same\n"
-"                          URL or file, new versions included (default on)\n"
-"  background=off|auto|FRACTION  fetch the image (or FRACTION of its bytes)\n"
-"                          over spare bandwidth, behind the reads, into\n"
-"                          cache_dir or else half of block_cache (default\n"
-"                          auto: URLs; off for metered links)\n"
-"  metrics=HOST:PORT|unix:PATH  serve the counters to Prometheus at\n"
-"                          GET /metrics (default off; put it on localhost or\n"
-"                          behind your scraper's network: docs/metrics.md)\n"
-"  entry_timeout=SECONDS   kernel name cache timeout (default %.0f)\n"
-"  attr_timeout=SECONDS    kernel attribute cache timeout (default %.0f)\n"
-"  dev, nodev              honour device files (default nodev)\n"
-"  suid, nosuid            honour set-user/group-id bits (default nosuid)\n"
-"  ro                      accepted; the mount is always read-only\n"
-"  debug                   same as -d\n",
-		LSQ_MAX_THREADS, LSQ_THREADS_PER_CPU, lsq_default_threads(),
-		decomp, meta, data,
-		d.fragment_cache_blocks, bc, csize, LSQ_DEFAULT_TIMEOUT,
-		LSQ_DEFAULT_TIMEOUT);
-	/* two parts: C99 promises string literals of 4095 bytes only */
-	fprintf(out,
-"\n"
-"Options for http:// and https:// images (docs/http-source.md):\n"
-"  max_connections=N       parallel connections/requests, 1..%u (default %u)\n"
-"  retries=N               retries of a failed request, 0..100 (default %u)\n"
-"  connect_timeout=SECONDS connection timeout (default %.0f)\n"
-"  timeout=SECONDS         total time of one request (default %.0f)\n"
-"  readahead=SIZE          fetched ahead of sequential reads, 0 disables,\n"
-"                          up to 64M (default %s)\n"
-"  header_file=PATH        extra request headers, 'Name: value' per line;\n"
-"                          must not be readable by others\n"
-"  cacert=PATH             CA certificates for https (default: the system's)\n"
-"  insecure                do not verify TLS certificates (default off)\n"
-"  mirror=URL              another copy of the same image, for failover;\n"
-"                          may be repeated (up to %d)\n"
-"  url_command=CMD         a program printing a fresh URL of the image (a\n"
-"                          signed URL); run at mount and when the URL is\n"
-"                          refused or about to expire; words split at\n"
-"                          spaces, no shell; IMAGE then only names it\n"
-"  Proxies come from the usual http_proxy, https_proxy and no_proxy\n"
-"  environment variables.\n"
-"\n"
-"Options for s3://BUCKET/KEY images (docs/s3.md):\n"
-"  aws_profile=NAME        profile of the AWS shared files (else AWS_PROFILE,\n"
-"                          else default)\n"
-"  credentials_file=PATH   take credentials only from this file; must not\n"
-"                          be readable by group or others\n"
-"  region=NAME             signing region (else AWS_REGION, else us-east-1)\n"
-"  endpoint=URL            another S3 service, path-style (default\n"
-"                          https://s3.REGION.amazonaws.com)\n"
-"\n"
-"Signed images (docs/manifest.md):\n"
-"  verify=PUBKEY.pem       check every block against the image's signed\n"
-"                          manifest; refuse the mount without a good one;\n"
-"                          may be repeated (any of the keys)\n"
-"  verify=auto|off         auto (default): verify when the image has a\n"
-"                          manifest and " LSQ_KEYS_DIR " holds keys\n"
-"  manifest=PATH           a detached manifest (default: the image's own)\n"
-"\n"
-"Options handed to libfuse (see mount.fuse3(8)):\n"
-"  allow_other             let all users in (default off)\n"
-"  allow_root              let root in as well as the mounting user\n"
-"  default_permissions     the kernel checks the image's mode bits (always on)\n"
-"  auto_unmount            unmount when the daemon dies\n"
-"  max_read=N              largest read request in bytes\n"
-"  max_readahead=N         kernel readahead in bytes (default: the kernel's)\n"
-"  max_background=N        queued background requests (default: the kernel's)\n"
-"  congestion_threshold=N  background requests before the kernel backs off\n"
-"  fsname=NAME             source in /proc/mounts (default: the image path)\n"
-"  subtype=NAME            type fuse.NAME (default sqfs-lazy)\n"
-"  and other generic options such as noexec, noatime, context=...\n"
+"  -V, --version           print the version and compressors and exit\n",
+	      out);
+	for (int g = 0; g < GROUP_COUNT; g++) {
+		fprintf(out, "\n%s\n", option_groups[g].title);
+		for (size_t i = 0; i < N_OPTIONS; i++) {
+			const struct mount_option *o = &mount_options[i];
+
+			if (o->group != (enum option_group)g ||
+			    o->kind == OPT_RETIRED ||
+			    (o->shown && strcmp(o->shown, "-") == 0))
+				continue;
+			print_option(out, o, &d);
+		}
+		if (option_groups[g].footer) {
+			fputs("  ", out);
+			print_wrapped(out, option_groups[g].footer, 2, 4);
+		}
+	}
+	fputs(
 "\n"
 "SIZE is decimal or 0x hex with an optional K, M, G or T suffix (powers of\n"
 "1024). SIGUSR1 logs the counters; SIGTERM, SIGINT or fusermount3 -u\n"
-"unmount.\n",
-		LSQ_MAX_HTTP_CONNECTIONS,
-		h.max_connections, h.retries, h.connect_timeout, h.timeout,
-		ra, LSQ_HTTP_MAX_MIRRORS);
+"unmount.\n", out);
 }

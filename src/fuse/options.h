@@ -21,7 +21,7 @@
 /* FUSE workers per online CPU: most of a worker's time over HTTP is spent
  * waiting on the network, and the kernel sends a sequential reader's
  * readahead as several requests at once. */
-#define LSQ_THREADS_PER_CPU 8u
+#define LSQ_THREADS_PER_CPU 8
 #define LSQ_MAX_THREADS 1024u
 #define LSQ_MAX_DECOMP_CONTEXTS 4096u
 /* The image is immutable: names and attributes can be cached for as long

@@ -426,25 +426,25 @@ def test_idle_mount_burns_no_cpu(small_image, mnt):
     check_contents(mnt)
 
 
-def test_retired_loop_options_still_mount(small_image, mnt):
+def test_retired_loop_options_are_refused(small_image, mnt):
     """busy_poll and idle_poll tuned a request loop of ours that is gone,
     same_cpu the ring threads' SCHED_IDLE answers (docs/decisions.md,
-    2026-11-25): an fstab line that names them still mounts, with one
-    warning each, and the daemon neither spins nor holds a CPU latency
-    request for them."""
-    r = daemon("-o", "busy_poll=5000,idle_poll,same_cpu=on",
-               util.image_source(small_image), mnt)
-    err = r.stderr.decode(errors="replace")
-    assert r.returncode == 0, err
+    2026-11-25). They are refused before anything is mounted, with one
+    line that says what replaced them, and --help no longer lists them."""
+    for name in ("busy_poll=5000", "idle_poll", "same_cpu=on"):
+        r = daemon("-o", name, util.image_source(small_image), mnt)
+        err = r.stderr.decode(errors="replace").strip()
+        assert r.returncode != 0, err
+        lines = err.splitlines()
+        assert len(lines) == 1, err
+        short = name.split("=")[0]
+        assert ("-o %s was removed: " % short) in lines[0], err
+        assert lines[0].endswith("; drop it"), err
+        assert not os.path.ismount(mnt)
+    out = subprocess.run(util.daemon_base_cmd() + ["--help"],
+                         capture_output=True, text=True, check=True).stdout
     for name in ("busy_poll", "idle_poll", "same_cpu"):
-        assert "-o %s has no effect" % name in err, err
-    pid = find_daemon(mnt)
-    for _ in range(200):
-        stats_request(mnt)
-    fd_dir = "/proc/%d/fd" % pid
-    assert not any(os.readlink(os.path.join(fd_dir, n)) ==
-                   "/dev/cpu_dma_latency" for n in os.listdir(fd_dir))
-    check_contents(mnt)
+        assert name not in out
 
 
 def help_option_names(text):

@@ -140,9 +140,12 @@ int lsq_image_readdir(struct lsq_image *img, const struct lsq_inode *dir,
 		      uint64_t cookie, lsq_dirent_fn fn, void *ctx);
 
 /* Read up to len bytes of regular file file at offset. *nread is short only
- * at end of file (0 at or past EOF). LSQ_ERR_IS_DIR for directories. */
+ * at end of file (0 at or past EOF). LSQ_ERR_IS_DIR for directories.
+ * long_work: NULL, or told around each source read and decompression the
+ * read does (a request thread that moves for such work). */
 int lsq_image_read(struct lsq_image *img, const struct lsq_inode *file,
-		   void *buf, size_t len, uint64_t offset, size_t *nread);
+		   void *buf, size_t len, uint64_t offset,
+		   lsq_long_work_fn long_work, size_t *nread);
 
 /* Symlink target as a malloc'd NUL-terminated string the caller frees. */
 int lsq_image_readlink(struct lsq_image *img, const struct lsq_inode *link,

@@ -41,6 +41,13 @@ struct lsq_run {
  * thread-safe: a run belongs to the read (and thread) that made it. */
 uint64_t lsq_run_end(struct lsq_run *run);
 
+/* Work of a read that takes a while: waiting for the source (the network),
+ * decompressing a block. The thread that asked for the read may want to
+ * hear of it before (done false) and after (done true), to move to where
+ * the work runs best (src/fuse/uring.c, src/fuse/spread.c). */
+enum lsq_long_work { LSQ_WORK_READ, LSQ_WORK_DECOMPRESS };
+typedef void (*lsq_long_work_fn)(enum lsq_long_work what, bool done);
+
 /* One unit the image reads as a whole: a data block, a fragment block. */
 struct lsq_extent {
 	uint64_t offset;
@@ -64,6 +71,8 @@ struct lsq_read {
 			       * stream tracking or readahead around them */
 	bool one_off;         /* bytes no layer keeps a copy of (a record
 			       * read at an offset a block also starts at) */
+	lsq_long_work_fn long_work; /* NULL, or told around each read that
+				     * reaches a source */
 	/* the range is these units of the image, each kept as it is (a
 	 * prefetch span); nunits 0: the range is one unit */
 	const struct lsq_extent *units;
@@ -96,7 +105,8 @@ static inline struct lsq_read lsq_read_below(const struct lsq_read *rq,
 	struct lsq_read sub = { .buf = buf, .len = len, .offset = offset,
 				.run = rq->run,
 				.speculative = rq->speculative,
-				.one_off = rq->one_off };
+				.one_off = rq->one_off,
+				.long_work = rq->long_work };
 
 	return sub;
 }

@@ -9,7 +9,6 @@
 
 #include "lsq/error.h"
 #include "common/log.h"
-#include "common/long_work.h"
 
 #include "codec/codec.h"
 #include "codec/codec_i.h"
@@ -178,22 +177,18 @@ int lsq_codec_decompress(struct lsq_codec *codec, const void *in,
 	if (!out)
 		out = &dummy;
 
-	lsq_long_work_ahead(LSQ_WORK_DECOMPRESS);
 	start = now_ns();
 	if (!codec->pool) {
 		err = codec->ops->decompress(&codec->cfg, NULL, in, in_len,
 					     out, out_cap, out_len);
 	} else {
 		err = lsq_codec_pool_acquire(codec->pool, &slot, &ctx);
-		if (err < 0) {
-			lsq_long_work_done(LSQ_WORK_DECOMPRESS);
+		if (err < 0)
 			return err;
-		}
 		err = codec->ops->decompress(&codec->cfg, ctx, in, in_len, out,
 					     out_cap, out_len);
 		lsq_codec_pool_release(slot);
 	}
-	lsq_long_work_done(LSQ_WORK_DECOMPRESS);
 	atomic_fetch_add_explicit(&codec->calls, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&codec->nanoseconds, now_ns() - start,
 				  memory_order_relaxed);

@@ -35,23 +35,31 @@
  * SQUASHFS_NAME_LEN); fuse_add_direntry() wants them NUL-terminated. */
 #define LSQ_DIRENT_NAME_MAX 256
 
+/* What this request thread is, learned on its first request: the
+ * listener its reads tell of their long work (lsq_image_read). */
+static _Thread_local struct {
+	bool known;
+	lsq_long_work_fn long_work;
+} request_thread;
+
 /* libfuse starts its workers unnamed (they inherit the main thread's
  * name); name each on its first request so ps and top tell them apart,
  * and let it spread its decompressions (fuse/spread.h). Ring threads are
- * named already, and with -s the main thread answers. */
+ * named already and float for theirs (fuse/uring.h); with -s the main
+ * thread answers, and stays put. */
 static void name_request_thread(void)
 {
-	static _Thread_local bool named;
 	char name[16] = "";
 
-	if (named)
+	if (request_thread.known)
 		return;
-	named = true;
-	if (gettid() == getpid() || prctl(PR_GET_NAME, name) != 0 ||
-	    strcmp(name, "sqfs-ring") == 0)
+	request_thread.known = true;
+	request_thread.long_work = lsq_uring_long_work();
+	if (request_thread.long_work || gettid() == getpid() ||
+	    prctl(PR_GET_NAME, name) != 0 || strcmp(name, "sqfs-ring") == 0)
 		return;
 	prctl(PR_SET_NAME, "sqfs-worker");
-	lsq_spread_worker_init();
+	request_thread.long_work = lsq_spread_long_work();
 }
 
 static struct lsq_mount *mount_of(fuse_req_t req)
@@ -343,7 +351,8 @@ static void lsq_op_read(fuse_req_t req, fuse_ino_t ino, size_t size,
 		lsq_reply_err(req, LSQ_ERR_NOMEM);
 		return;
 	}
-	err = lsq_image_read(m->img, file, buf, size, (uint64_t)off, &nread);
+	err = lsq_image_read(m->img, file, buf, size, (uint64_t)off,
+			     request_thread.long_work, &nread);
 	if (err) {
 		lsq_reply_err(req, err);
 	} else {

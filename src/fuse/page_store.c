@@ -26,7 +26,7 @@ static void store_one(struct lsq_page_store *ps, uint8_t *buf,
 	size_t n = 0;
 
 	if (lsq_image_read(ps->img, &r->inode, buf, (size_t)r->len, r->offset,
-			   &n) || n == 0)
+			   NULL, &n) || n == 0)
 		return; /* the read path reports image errors */
 	bv.buf[0].mem = buf;
 	bv.buf[0].size = n;

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "common/bind_cpu.h"
-#include "common/long_work.h"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static cpu_set_t allowed;        /* the daemon's CPUs when it started */
@@ -80,9 +79,8 @@ static void worker_long_work(enum lsq_long_work what, bool done)
 		start_decompression();
 }
 
-void lsq_spread_worker_init(void)
+lsq_long_work_fn lsq_spread_long_work(void)
 {
 	pthread_once(&once, init);
-	if (decompressing)
-		lsq_long_work_hook = worker_long_work;
+	return decompressing ? worker_long_work : NULL;
 }

@@ -15,9 +15,10 @@
 #ifndef LSQ_FUSE_SPREAD_H
 #define LSQ_FUSE_SPREAD_H
 
-/* Called by a libfuse worker on its first request: sets its long-work
- * hook (common/long_work.h). Does nothing where the daemon may use only
- * one CPU. */
-void lsq_spread_worker_init(void);
+#include "lsq/source.h"
+
+/* The listener for the long work of a libfuse worker's reads
+ * (lsq_long_work_fn); NULL where the daemon may use only one CPU. */
+lsq_long_work_fn lsq_spread_long_work(void);
 
 #endif

@@ -70,7 +70,6 @@
 
 #include "common/bind_cpu.h"
 #include "common/log.h"
-#include "common/long_work.h"
 #include "common/scratch.h"
 
 #if LSQ_HAVE_LIBURING
@@ -283,7 +282,7 @@ static void float_for_read(struct ring_thread *t)
 		t->floating = true;
 }
 
-/* lsq_long_work_hook of the ring threads: a source read or a
+/* The long-work listener of the ring threads' reads: a source read or a
  * decompression is ahead. Floating only then costs cached reads no
  * system call. */
 static void ring_long_work(enum lsq_long_work what, bool done)
@@ -293,6 +292,11 @@ static void ring_long_work(enum lsq_long_work what, bool done)
 	(void)what;
 	if (t && !done && t->unique)
 		float_for_read(t);
+}
+
+lsq_long_work_fn lsq_uring_long_work(void)
+{
+	return current_thread ? ring_long_work : NULL;
 }
 
 /* Submits what is queued (the commit of a reply, which also fetches the
@@ -481,7 +485,6 @@ static void *ring_thread_main(void *arg)
 	pthread_setname_np(pthread_self(), "sqfs-ring");
 	(void)lsq_bind_to_cpu(t->qid);  /* outside our cpuset: anywhere */
 	current_thread = t;
-	lsq_long_work_hook = ring_long_work;
 	/* answer() copies each request out of the payload first, so
 	 * replies may be built in it. */
 	lsq_scratch_lend(LSQ_SCRATCH_REPLY, t->payload, PAYLOAD_CAP);
@@ -777,6 +780,11 @@ void lsq_uring_get_stats(const struct lsq_uring *u, uint64_t *threads,
 	(void)u;
 	*threads = 0;
 	*requests = 0;
+}
+
+lsq_long_work_fn lsq_uring_long_work(void)
+{
+	return NULL;
 }
 
 #endif

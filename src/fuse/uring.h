@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "lsq/source.h"
+
 struct fuse_session;
 struct lsq_uring;
 
@@ -36,6 +38,12 @@ struct lsq_uring *lsq_uring_start(struct fuse_session *se, unsigned threads,
  * kernel then ends every pending fetch and the threads exit. Joins and
  * frees them. NULL is fine. */
 void lsq_uring_stop(struct lsq_uring *u);
+
+/* The listener for the long work of reads this thread answers
+ * (lsq_long_work_fn): a ring thread in a sequential stream floats off its
+ * CPU for it, so the stream's blocks decompress in parallel. NULL off the
+ * ring threads. */
+lsq_long_work_fn lsq_uring_long_work(void);
 
 /* Ring threads the kernel holds an entry of, and requests they answered
  * (both 0 for NULL). Lock-free. */

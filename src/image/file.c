@@ -16,6 +16,7 @@
 
 #include "common/checked_math.h"
 #include "common/endian.h"
+#include "common/long_work.h"
 #include "common/scratch.h"
 #include "image/image_internal.h"
 #include "lsq/error.h"
@@ -35,14 +36,16 @@ struct data_load {
 	uint32_t size_word;
 	size_t out_cap;
 	struct lsq_run *run;
+	lsq_long_work_fn long_work;
 };
 
 /* Decode the data block at offset (on-disk size word size_word) into
- * out[0..out_cap): read it, and decompress it unless stored raw. run: as
- * for lsq_data_block_load. */
+ * out[0..out_cap): read it, and decompress it unless stored raw. run,
+ * long_work: as for lsq_data_block_load. */
 static int data_block_decode(struct lsq_image *img, uint64_t offset,
 			     uint32_t size_word, uint8_t *out, size_t out_cap,
-			     struct lsq_run *run, size_t *out_len)
+			     struct lsq_run *run, lsq_long_work_fn long_work,
+			     size_t *out_len)
 {
 	size_t disk = SQUASHFS_BLOCK_ONDISK_SIZE(size_word);
 	struct lsq_read rq;
@@ -63,6 +66,7 @@ static int data_block_decode(struct lsq_image *img, uint64_t offset,
 						 "uncompressed block larger than expected");
 		rq = lsq_read_of(out, disk, offset);
 		rq.run = run;
+		rq.long_work = long_work;
 		ret = lsq_image_read_source(img, &rq);
 		if (!ret)
 			*out_len = disk;
@@ -73,10 +77,13 @@ static int data_block_decode(struct lsq_image *img, uint64_t offset,
 		return LSQ_ERR_NOMEM;
 	rq = lsq_read_of(raw, disk, offset);
 	rq.run = run;
+	rq.long_work = long_work;
 	ret = lsq_image_read_source(img, &rq);
 	if (!ret) {
+		lsq_long_work_ahead(long_work, LSQ_WORK_DECOMPRESS);
 		ret = lsq_codec_decompress(img->codec, raw, disk, out, out_cap,
 					   out_len);
+		lsq_long_work_done(long_work, LSQ_WORK_DECOMPRESS);
 		if (ret)
 			lsq_image_corrupt(img, ret, offset,
 					  "data block of %zu bytes", disk);
@@ -86,7 +93,8 @@ static int data_block_decode(struct lsq_image *img, uint64_t offset,
 
 int lsq_data_block_load(struct lsq_image *img, uint64_t offset,
 			uint32_t size_word, size_t out_cap,
-			struct lsq_run *run, struct lsq_block **out)
+			struct lsq_run *run, lsq_long_work_fn long_work,
+			struct lsq_block **out)
 {
 	struct lsq_block *blk = lsq_block_alloc(out_cap);
 	int ret;
@@ -97,7 +105,7 @@ int lsq_data_block_load(struct lsq_image *img, uint64_t offset,
 	atomic_store_explicit(&img->read_pos, offset + 1,
 			      memory_order_relaxed);
 	ret = data_block_decode(img, offset, size_word, blk->data, out_cap,
-				run, &blk->size);
+				run, long_work, &blk->size);
 	if (ret) {
 		lsq_block_put(blk);
 		return ret;
@@ -111,7 +119,7 @@ static int data_loader(void *ctx, uint64_t key, struct lsq_block **out)
 	struct data_load *dl = ctx;
 
 	return lsq_data_block_load(dl->img, key, dl->size_word, dl->out_cap,
-				   dl->run, out);
+				   dl->run, dl->long_work, out);
 }
 
 /* Fragment blocks a hint may reach past the one being loaded, at most. */
@@ -194,9 +202,11 @@ static uint64_t fragment_run_end(struct lsq_image *img, uint32_t index,
 	return end;
 }
 
-int lsq_frag_loader(void *ctx, uint64_t index, struct lsq_block **out)
+/* Fragment block index into a new block; long_work as for
+ * lsq_data_block_load. */
+static int frag_load(struct lsq_image *img, uint64_t index,
+		     lsq_long_work_fn long_work, struct lsq_block **out)
 {
-	struct lsq_image *img = ctx;
 	uint8_t e[SQUASHFS_FRAGMENT_ENTRY_SIZE];
 	struct lsq_run run = { 0 };
 	uint64_t start;
@@ -210,11 +220,29 @@ int lsq_frag_loader(void *ctx, uint64_t index, struct lsq_block **out)
 	word = lsq_le32(e + 8);
 	if (!img->src->reads_ahead)
 		return lsq_data_block_load(img, start, word,
-					   img->sb.block_size, NULL, out);
+					   img->sb.block_size, NULL, long_work,
+					   out);
 	run.end = fragment_run_end(img, (uint32_t)index, start, word,
 				   fragment_ahead(img, (uint32_t)index));
 	return lsq_data_block_load(img, start, word, img->sb.block_size, &run,
-				   out);
+				   long_work, out);
+}
+
+int lsq_frag_loader(void *ctx, uint64_t index, struct lsq_block **out)
+{
+	return frag_load(ctx, index, NULL, out);
+}
+
+struct frag_load_args {
+	struct lsq_image *img;
+	lsq_long_work_fn long_work;
+};
+
+static int frag_loader_for(void *ctx, uint64_t index, struct lsq_block **out)
+{
+	const struct frag_load_args *fa = ctx;
+
+	return frag_load(fa->img, index, fa->long_work, out);
 }
 
 struct blockidx_load {
@@ -324,13 +352,16 @@ static int block_list_seek(struct lsq_image *img, const struct lsq_inode *file,
 
 static int read_fragment_tail(struct lsq_image *img,
 			      const struct lsq_inode *file, uint8_t *dst,
-			      uint64_t in_block, size_t n)
+			      uint64_t in_block, size_t n,
+			      lsq_long_work_fn long_work)
 {
 	uint64_t tail = file->size & (img->sb.block_size - 1);
+	struct frag_load_args fa = { img, long_work };
 	struct lsq_block *blk;
 	int ret;
 
-	ret = lsq_block_cache_get(img->frag_cache, file->priv.c, &blk);
+	ret = lsq_block_cache_get_with(img->frag_cache, file->priv.c,
+				       frag_loader_for, &fa, &blk);
 	if (ret)
 		return ret;
 	if (file->priv.d + tail > blk->size) {
@@ -347,10 +378,11 @@ static int read_fragment_tail(struct lsq_image *img,
 
 static int read_blocks(struct lsq_image *img, const struct lsq_inode *file,
 		       uint8_t *dst, uint64_t offset, uint64_t end,
-		       struct meta_cursor *cur);
+		       struct meta_cursor *cur, lsq_long_work_fn long_work);
 
 int lsq_file_read(struct lsq_image *img, const struct lsq_inode *file,
-		  void *buf, size_t len, uint64_t offset, size_t *nread)
+		  void *buf, size_t len, uint64_t offset,
+		  lsq_long_work_fn long_work, size_t *nread)
 {
 	struct meta_cursor cur = { 0 };
 	int ret;
@@ -361,7 +393,8 @@ int lsq_file_read(struct lsq_image *img, const struct lsq_inode *file,
 	}
 	if (len > file->size - offset)
 		len = (size_t)(file->size - offset);
-	ret = read_blocks(img, file, buf, offset, offset + len, &cur);
+	ret = read_blocks(img, file, buf, offset, offset + len, &cur,
+			  long_work);
 	lsq_meta_cursor_fini(&cur);
 	if (ret)
 		return ret;
@@ -523,9 +556,11 @@ static int read_data_block(struct lsq_image *img,
 			   const struct lsq_inode *file, uint32_t index,
 			   uint64_t data_offset, uint32_t word,
 			   uint64_t block_len, uint8_t *dst, uint64_t in_block,
-			   size_t n, struct lsq_run *run)
+			   size_t n, struct lsq_run *run,
+			   lsq_long_work_fn long_work)
 {
-	struct data_load dl = { img, word, img->sb.block_size, run };
+	struct data_load dl = { img, word, img->sb.block_size, run,
+				long_work };
 	struct lsq_block *blk;
 	size_t got;
 	int ret;
@@ -535,7 +570,7 @@ static int read_data_block(struct lsq_image *img,
 					     &blk);
 		if (ret == LSQ_ERR_NOT_FOUND) {
 			ret = data_block_decode(img, data_offset, word, dst, n,
-						run, &got);
+						run, long_work, &got);
 			if (!ret && got != n)
 				ret = short_block(img, file, index,
 						  data_offset, got, n);
@@ -565,7 +600,7 @@ static int read_data_block(struct lsq_image *img,
 /* Copy [offset, end) of the file to dst; cur is the caller's. */
 static int read_blocks(struct lsq_image *img, const struct lsq_inode *file,
 		       uint8_t *dst, uint64_t offset, uint64_t end,
-		       struct meta_cursor *cur)
+		       struct meta_cursor *cur, lsq_long_work_fn long_work)
 {
 	uint64_t bs = img->sb.block_size;
 	uint64_t data_offset = 0;
@@ -593,7 +628,8 @@ static int read_blocks(struct lsq_image *img, const struct lsq_inode *file,
 			n = (size_t)(end - offset);
 
 		if (index >= nblocks) {
-			ret = read_fragment_tail(img, file, dst, in_block, n);
+			ret = read_fragment_tail(img, file, dst, in_block, n,
+						 long_work);
 			if (ret)
 				return ret;
 		} else {
@@ -626,7 +662,8 @@ static int read_blocks(struct lsq_image *img, const struct lsq_inode *file,
 						      block_len, dst,
 						      in_block, n,
 						      sw.lookahead ? &run
-								   : NULL);
+								   : NULL,
+						      long_work);
 				if (ret)
 					return ret;
 			}
@@ -695,11 +732,12 @@ int lsq_file_extents(struct lsq_image *img, const struct lsq_inode *file,
 }
 
 int lsq_image_read(struct lsq_image *img, const struct lsq_inode *file,
-		   void *buf, size_t len, uint64_t offset, size_t *nread)
+		   void *buf, size_t len, uint64_t offset,
+		   lsq_long_work_fn long_work, size_t *nread)
 {
 	if (S_ISDIR(file->mode))
 		return LSQ_ERR_IS_DIR;
 	if (!S_ISREG(file->mode))
 		return LSQ_ERR_INVALID;
-	return lsq_file_read(img, file, buf, len, offset, nread);
+	return lsq_file_read(img, file, buf, len, offset, long_work, nread);
 }

@@ -135,10 +135,12 @@ void lsq_lookup_table_free(struct lookup_table *t);
 /* Read a data or fragment block of on-disk size word 'size_word' at
  * absolute offset and decompress it into a new block of up to out_cap
  * bytes (referenced, caller puts). run: the run of data it belongs to
- * (lsq_read.run), or NULL. */
+ * (lsq_read.run), or NULL; long_work: told around the read and the
+ * decompression (lsq_read.long_work), or NULL. */
 int lsq_data_block_load(struct lsq_image *img, uint64_t offset,
 			uint32_t size_word, size_t out_cap,
-			struct lsq_run *run, struct lsq_block **out);
+			struct lsq_run *run, lsq_long_work_fn long_work,
+			struct lsq_block **out);
 
 /* Loaders registered with the caches. */
 int lsq_meta_loader(void *ctx, uint64_t key, struct lsq_block **out);
@@ -157,7 +159,8 @@ int lsq_image_corrupt(struct lsq_image *img, int err, uint64_t offset,
 
 /* file.c */
 int lsq_file_read(struct lsq_image *img, const struct lsq_inode *file,
-		  void *buf, size_t len, uint64_t offset, size_t *nread);
+		  void *buf, size_t len, uint64_t offset,
+		  lsq_long_work_fn long_work, size_t *nread);
 
 /* Call fn for each compressed unit a read of bytes [first, last] of file
  * would load: its data blocks (sparse ones have none) and the fragment

@@ -122,7 +122,8 @@ static int walk_one(struct walk *w, const struct lsq_inode *ino,
 		size_t n = 0;
 
 		do {
-			ret = lsq_image_read(w->img, ino, w->buf, 1 << 20, off, &n);
+			ret = lsq_image_read(w->img, ino, w->buf, 1 << 20, off,
+					     NULL, &n);
 			if (ret) {
 				note_err(w, path, ret);
 				break;

@@ -28,9 +28,9 @@ int lsq_source_read(struct lsq_source *src, struct lsq_read *rq)
 	if (rq->len == 0)
 		return LSQ_OK;
 	/* a fetch may wait, and wake us, for long */
-	lsq_long_work_ahead(LSQ_WORK_READ);
+	lsq_long_work_ahead(rq->long_work, LSQ_WORK_READ);
 	ret = src->ops->read(src, rq);
-	lsq_long_work_done(LSQ_WORK_READ);
+	lsq_long_work_done(rq->long_work, LSQ_WORK_READ);
 	atomic_fetch_add_explicit(&src->stats.reads, 1, memory_order_relaxed);
 	if (ret == LSQ_OK)
 		atomic_fetch_add_explicit(&src->stats.bytes_read, rq->len,
@@ -63,9 +63,9 @@ int lsq_source_refetch(struct lsq_source *src, struct lsq_read *rq)
 	rq->checked = false;
 	if (rq->len == 0)
 		return LSQ_OK;
-	lsq_long_work_ahead(LSQ_WORK_READ);
+	lsq_long_work_ahead(rq->long_work, LSQ_WORK_READ);
 	ret = l->ops->refetch(l, rq);
-	lsq_long_work_done(LSQ_WORK_READ);
+	lsq_long_work_done(rq->long_work, LSQ_WORK_READ);
 	return ret;
 }
 

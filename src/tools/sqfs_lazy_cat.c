@@ -125,7 +125,8 @@ int main(int argc, char **argv)
 			size_t n;
 
 			do {
-				ret = lsq_image_read(img, &ino, buf, sizeof(buf), off, &n);
+				ret = lsq_image_read(img, &ino, buf, sizeof(buf),
+						     off, NULL, &n);
 				if (!ret && fwrite(buf, 1, n, stdout) != n)
 					ret = LSQ_ERR_IO;
 				off += n;

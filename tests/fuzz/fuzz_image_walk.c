@@ -32,7 +32,7 @@ static void read_odd(struct lsq_image *img, const struct lsq_inode *ino,
 		return;
 	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++)
 		for (size_t j = 0; j < sizeof(lens) / sizeof(lens[0]); j++) {
-			if (lsq_image_read(img, ino, buf, lens[j], offs[i], &n))
+			if (lsq_image_read(img, ino, buf, lens[j], offs[i], NULL, &n))
 				continue;
 			/* the API: short only at EOF, nothing past it */
 			if (n > lens[j] ||

@@ -113,6 +113,17 @@ static uint64_t data_direct(const struct lsq_image *img)
 	return c->value;
 }
 
+/* What a read told its long-work listener: [what][done]. */
+static unsigned long work_told[2][2];
+
+static void count_work(enum lsq_long_work what, bool done)
+{
+	CHECK(what == LSQ_WORK_READ || what == LSQ_WORK_DECOMPRESS);
+	work_told[what][done]++;
+	/* each "done" follows its "ahead": nothing is left open */
+	CHECK(work_told[what][1] <= work_told[what][0]);
+}
+
 /* Reads of every odd size/offset pattern equal slices of a whole read. */
 static void check_chunked_reads(const char *name, const char *file_path)
 {
@@ -136,8 +147,17 @@ static void check_chunked_reads(const char *name, const char *file_path)
 	whole = malloc(ino.size + 1);
 	part = malloc(ino.size + bs + 8192);
 	CHECK(whole && part);
-	CHECK_EQ_INT(lsq_image_read(img, &ino, whole, ino.size + 1, 0, &n), 0);
+	memset(work_told, 0, sizeof(work_told));
+	CHECK_EQ_INT(lsq_image_read(img, &ino, whole, ino.size + 1, 0,
+				    count_work, &n), 0);
 	CHECK_EQ_INT(n, ino.size);
+	/* the first read of the file's blocks reached the source and
+	 * decompressed, and its listener heard of both, in pairs */
+	CHECK(work_told[LSQ_WORK_READ][0] > 0);
+	CHECK(work_told[LSQ_WORK_DECOMPRESS][0] > 0);
+	CHECK_EQ_INT(work_told[LSQ_WORK_READ][1], work_told[LSQ_WORK_READ][0]);
+	CHECK_EQ_INT(work_told[LSQ_WORK_DECOMPRESS][1],
+		     work_told[LSQ_WORK_DECOMPRESS][0]);
 	/* The whole read wanted every full-size block entirely: those went
 	 * straight into the buffer (sparse ones are zeroes, not blocks). */
 	direct = data_direct(img);
@@ -152,19 +172,24 @@ static void check_chunked_reads(const char *name, const char *file_path)
 			size_t want = off >= ino.size ? 0 :
 				      (ino.size - off < lens[i] ? ino.size - off : lens[i]);
 
-			CHECK_EQ_INT(lsq_image_read(img, &ino, part, lens[i], off, &n), 0);
+			CHECK_EQ_INT(lsq_image_read(img, &ino, part, lens[i], off, NULL, &n), 0);
 			CHECK_EQ_INT(n, want);
 			CHECK(!memcmp(part, whole + off, n));
 		}
 	}
 	/* Whole blocks again, now that partial reads cached them: served
 	 * from the cache, not decompressed again. */
+	memset(work_told, 0, sizeof(work_told));
 	for (uint64_t off = 0; off + bs <= ino.size; off += bs) {
-		CHECK_EQ_INT(lsq_image_read(img, &ino, part, bs, off, &n), 0);
+		CHECK_EQ_INT(lsq_image_read(img, &ino, part, bs, off,
+					    count_work, &n), 0);
 		CHECK_EQ_INT(n, bs);
 		CHECK(!memcmp(part, whole + off, n));
 	}
 	CHECK_EQ_INT(data_direct(img), direct);
+	/* ... so there was no long work to tell of */
+	CHECK_EQ_INT(work_told[LSQ_WORK_READ][0], 0);
+	CHECK_EQ_INT(work_told[LSQ_WORK_DECOMPRESS][0], 0);
 	free(whole);
 	free(part);
 	lsq_image_close(img);

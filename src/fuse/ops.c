@@ -24,12 +24,12 @@
 #include "common/scratch.h"
 #include "fuse/inode_map.h"
 #include "fuse/mount.h"
-#include "fuse/recorder.h"
 #include "fuse/reply.h"
 #include "fuse/spread.h"
 #include "fuse/stats.h"
 #include "fuse/uring.h"
 #include "lsq/error.h"
+#include "profile/recorder.h"
 
 /* SquashFS stores names of up to 256 bytes (the kernel driver's
  * SQUASHFS_NAME_LEN); fuse_add_direntry() wants them NUL-terminated. */

@@ -62,7 +62,7 @@ struct lsq_image {
 	 * the low 32. */
 	atomic_uint_fast64_t frag_seq;
 	/* on-disk size of the compressor options block (0: none): the
-	 * stored startup profile follows it (format/profile_record.h) */
+	 * stored startup profile follows it (profile/record.h) */
 	uint32_t comp_opts_block;
 	struct lsq_prefetch *prefetch; /* NULL until lsq_image_prefetch */
 	struct lsq_background *background; /* NULL until lsq_image_background */

@@ -4,7 +4,7 @@
  *
  * Over a link with a round trip of tens of milliseconds, a program start
  * that touches a hundred blocks one after another waits a hundred round
- * trips. A profile (src/common/profile.h) says which files, and which
+ * trips. A profile (src/profile/profile.h) says which files, and which
  * bytes of them, the start will read, in order. From it:
  *
  *  1. plan (first thread): resolve each path from the root, list the
@@ -32,11 +32,11 @@
 
 #include "common/endian.h"
 #include "common/log.h"
-#include "common/profile.h"
-#include "format/profile_record.h"
 #include "image/image_internal.h"
 #include "image/verify.h"
 #include "lsq/error.h"
+#include "profile/profile.h"
+#include "profile/record.h"
 
 /* A span is one request: long enough that a round trip moves a lot, short
  * enough that its first blocks do not wait long for the rest (2 MiB take

@@ -24,9 +24,9 @@
 
 #include "common/checked_math.h"
 #include "common/endian.h"
-#include "format/profile_record.h"
 #include "image/image_internal.h"
 #include "lsq/error.h"
+#include "profile/record.h"
 
 static const char *const kind_names[LSQ_UNIT_KINDS] = {
 	[LSQ_UNIT_SUPERBLOCK] = "superblock",

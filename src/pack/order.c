@@ -9,7 +9,7 @@
  * region at the front of the image, which a remote mount fetches in a few
  * large requests. The profile (the entries that were found, re-written)
  * goes between the superblock and the first data block, where every
- * SquashFS reader skips it (src/format/profile_record.h) and a remote
+ * SquashFS reader skips it (src/profile/record.h) and a remote
  * mount finds it in the bytes it fetches first.
  *
  * Everything here runs on the main thread, before and between the block
@@ -21,10 +21,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "common/profile.h"
-#include "format/profile_record.h"
 #include "lsq/error.h"
 #include "pack/pack.h"
+#include "profile/profile.h"
+#include "profile/record.h"
 
 static int cmp_child(const void *key, const void *elem)
 {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* sqfs-lazy-mount: everything lives in src/fuse/, see daemon.c. */
-#include "fuse/daemon.h"
+#include "daemon/daemon.h"
 
 int main(int argc, char **argv)
 {

@@ -252,7 +252,7 @@ def test_parallel_overlapping_reads(image, request, tmp_path, monkeypatch,
         prof.write_text("".join(name + "\n"
                                 for name in reversed(list(image["files"]))))
         opts.append("prefetch=%s" % prof)
-        # and the recorder (src/fuse/recorder.c) takes every read
+        # and the recorder (src/profile/recorder.c) takes every read
         opts.append("record=%s" % (tmp_path / "recorded.txt"))
     if via == "http-background":
         # background fetch (src/image/background.c) races the readers:

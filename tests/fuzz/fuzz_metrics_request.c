@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fuzz_metrics_request.c - arbitrary bytes as what a scraper sent to
- * -o metrics= (src/fuse/metrics_request.c): no crash, no read outside the
+ * -o metrics= (src/daemon/metrics_request.c): no crash, no read outside the
  * input (copied into a buffer of exactly its size, for ASan), and answers
  * that keep their promises: only a complete "GET /metrics" head is
  * served, only a head that cannot end within the limit is too large.
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fuse/metrics_request.h"
+#include "daemon/metrics_request.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -24,7 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fuse/options.h"
+#include "daemon/options.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

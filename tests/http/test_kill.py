@@ -6,7 +6,7 @@ The setup puts the page store's thread where a kill used to wedge the
 mount for good: in notify_store, waiting on the lock of a page whose READ
 is queued for the same daemon, held there by an origin that stalls. The
 test checks that the thread really is there (D state) before it kills.
-Once killed, only the connection guard (src/fuse/conn_guard.c) can end
+Once killed, only the connection guard (src/daemon/conn_guard.c) can end
 that READ; without it the reader and the daemon stay in D state until
 someone writes fusectl's abort file, which this test's cleanup does."""
 

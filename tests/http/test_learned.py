@@ -206,7 +206,7 @@ def read_learned(path):
 
 
 def unescape(field):
-    """A profile's path field as a name (src/common/profile.h): leading
+    """A profile's path field as a name (src/profile/profile.h): leading
     "/" and "./" dropped, backslash escapes undone."""
     while field.startswith("/") or field.startswith("./"):
         field = field[1 if field[0] == "/" else 2:]

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_mount_options.c - the option table of sqfs-lazy-mount
- * (src/fuse/options.c): every option lands in its own field with its own
+ * (src/daemon/options.c): every option lands in its own field with its own
  * width, the defaults hold until an option is given, a later option wins,
  * libfuse's options are handed on and ours are not, bad values and retired
  * options are refused, and --help lists what the table has.
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "fuse/options.h"
+#include "daemon/options.h"
 #include "harness/check.h"
 #include "lsq/error.h"
 

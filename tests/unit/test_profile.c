@@ -1,16 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_profile.c - startup profile text (src/common/profile.c) and the
- * in-image record header (src/format/profile_record.c): parse what
+ * test_profile.c - startup profile text (src/profile/profile.c) and the
+ * in-image record header (src/profile/record.c): parse what
  * write_entry wrote, skip bad lines without failing, normalise ranges.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/profile.h"
-#include "format/profile_record.h"
 #include "harness/check.h"
 #include "lsq/error.h"
+#include "profile/profile.h"
+#include "profile/record.h"
 
 static void test_round_trip(void)
 {

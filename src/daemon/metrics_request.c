@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "fuse/metrics_request.h"
+#include "daemon/metrics_request.h"
 
 #include <string.h>
 

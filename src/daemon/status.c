@@ -4,7 +4,7 @@
  * counters (LSQ_STATS_XATTR) as they are, or with what the daemon says of
  * itself (LSQ_INFO_XATTR) as a summary a person reads in a few lines.
  */
-#include "fuse/status.h"
+#include "daemon/status.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * learned_profile.h - with cache_dir=, every mount notes which files its
+ * learned.h - with cache_dir=, every mount notes which files its
  * start reads, and the next mount of the same image location prefetches
  * them (docs/prefetch.md, "Learned profiles").
  *
  * One file per location (the URL without credentials or query, or the
  * image file's real path): cache_dir/profiles/SHA256.prof, a startup
- * profile (src/common/profile.h) behind the 16-byte header of an image's
- * profile record (magic, length, CRC-32: src/format/profile_record.h), so
+ * profile (profile/profile.h) behind the 16-byte header of an image's
+ * profile record (magic, length, CRC-32: profile/record.h), so
  * a damaged or truncated file is told from a good one. Keyed by location,
  * not by the image's identity: the next version published at the same URL
  * starts with what its predecessor's starts read. At unmount the mount's
@@ -15,12 +15,10 @@
  * not read by more than LEARN_MAX_MISSED runs in a row dropped) and the file is replaced
  * atomically, so two daemons sharing cache_dir never leave a torn one.
  */
-#ifndef LSQ_FUSE_LEARNED_PROFILE_H
-#define LSQ_FUSE_LEARNED_PROFILE_H
+#ifndef LSQ_PROFILE_LEARNED_H
+#define LSQ_PROFILE_LEARNED_H
 
 #include <stddef.h>
-
-#include "fuse/options.h"
 
 struct lsq_recorder;
 
@@ -29,9 +27,10 @@ struct lsq_recorder;
 #define LSQ_LEARN_MAX_FILES 4096u
 #define LSQ_LEARN_MAX_NODES 65536u
 
-/* The learned profile's file for opt's image, malloc'd; NULL when the
- * mount learns nothing (no cache_dir, -o learn=off, out of memory). */
-char *lsq_learned_profile_path(const struct lsq_mount_options *opt);
+/* The learned profile's file in cache_dir for image (a URL or a file
+ * name, as given), malloc'd; NULL when cache_dir is NULL or out of
+ * memory. */
+char *lsq_learned_profile_path(const char *cache_dir, const char *image);
 
 /* The profile text in path (malloc'd, not NUL-terminated). LSQ_OK;
  * LSQ_ERR_NOT_FOUND (none yet); LSQ_ERR_CORRUPT (damaged or truncated:

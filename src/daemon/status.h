@@ -4,8 +4,8 @@
  * running mount's counters and what its daemon says of itself through the
  * root's xattrs, and print them.
  */
-#ifndef LSQ_FUSE_STATUS_H
-#define LSQ_FUSE_STATUS_H
+#ifndef LSQ_DAEMON_STATUS_H
+#define LSQ_DAEMON_STATUS_H
 
 /* The counters as "name value" lines; 0, or 1 after an error line. */
 int lsq_print_stats(const char *mountpoint);

@@ -12,12 +12,12 @@
  * image) always refuses the mount: a signature that does not verify is
  * worse than none.
  */
-#ifndef LSQ_FUSE_SIGNED_IMAGE_H
-#define LSQ_FUSE_SIGNED_IMAGE_H
+#ifndef LSQ_DAEMON_SIGNED_IMAGE_H
+#define LSQ_DAEMON_SIGNED_IMAGE_H
 
 #include <stddef.h>
 
-#include "fuse/options.h"
+#include "daemon/options.h"
 #include "image/verify.h"
 
 /* *out: the verifier, or NULL when the mount checks nothing. On failure

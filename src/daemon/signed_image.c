@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* signed_image.c - see signed_image.h. */
-#include "fuse/signed_image.h"
+#include "daemon/signed_image.h"
 
 #include <dirent.h>
 #include <stdio.h>

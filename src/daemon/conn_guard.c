@@ -12,7 +12,7 @@
  * start and keeps it open: once the connection is gone, writing the stale
  * file aborts nothing, so a later mount that reuses N is never touched.
  */
-#include "fuse/conn_guard.h"
+#include "daemon/conn_guard.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -2,7 +2,7 @@
 /*
  * profile_record.h - a startup profile stored inside an image.
  *
- * `sqfs-lazy-pack --order` writes the profile (src/common/profile.h text)
+ * `sqfs-lazy-pack --order` writes the profile (src/profile/profile.h text)
  * between the superblock (and compressor options) and the first data
  * block, a gap every SquashFS reader skips: the kernel, unsquashfs and
  * squashfs-tools-ng reach data only through offsets stored in inodes and

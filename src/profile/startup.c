@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* startup_profile.c - -o prefetch= sources (see startup_profile.h). */
-#include "fuse/startup_profile.h"
+/* startup.c - -o prefetch= sources (see startup.h). */
+#include "profile/startup.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -11,8 +12,8 @@
 
 #include "common/log.h"
 #include "common/url.h"
-#include "fuse/learned_profile.h"
 #include "lsq/error.h"
+#include "profile/learned.h"
 
 /* A profile lists files, a few dozen bytes each: this is millions. */
 #define PROFILE_MAX (64u << 20)
@@ -62,11 +63,11 @@ static int read_file(const char *path, char **text, size_t *len)
 	return LSQ_OK;
 }
 
-static int fetch_url(const char *url, const struct lsq_mount_options *opt,
+static int fetch_url(const char *url, const struct lsq_http_options *http,
 		     char **text, size_t *len, char *err, size_t errlen)
 {
 	/* the image's HTTP options (headers, TLS); not its mirrors */
-	struct lsq_http_options hopt = opt->http_opts;
+	struct lsq_http_options hopt = *http;
 	struct lsq_source_stack_options so = { .http = &hopt };
 	struct lsq_source *src;
 	char *buf;
@@ -113,9 +114,10 @@ static char *beside(const char *image)
 
 /* Auto: learned, stored, then beside the image URL. */
 static void load_auto(struct lsq_startup_profile *p,
-		      const struct lsq_mount_options *opt,
-		      struct lsq_image *img, const char *learned_path)
+		      const struct lsq_profile_sources *from,
+		      struct lsq_image *img)
 {
+	const char *learned_path = from->learned_path;
 	int ret;
 
 	if (learned_path) {
@@ -142,27 +144,27 @@ static void load_auto(struct lsq_startup_profile *p,
 			 lsq_strerror(ret));
 	/* with url_command the image's URL is the command's, and signed:
 	 * nothing to guess beside it */
-	if (ret == LSQ_ERR_NOT_FOUND && lsq_source_is_url(opt->image) &&
-	    !opt->http_opts.url_command) {
-		p->url = beside(opt->image);
+	if (ret == LSQ_ERR_NOT_FOUND && lsq_source_is_url(from->image) &&
+	    !from->http->url_command) {
+		p->url = beside(from->image);
 		p->name = p->url ? lsq_url_redact(p->url) : NULL;
 		p->quiet = true;
 	}
 }
 
 void lsq_startup_profile_load(struct lsq_startup_profile *p,
-			      const struct lsq_mount_options *opt,
-			      struct lsq_image *img, const char *learned_path)
+			      const struct lsq_profile_sources *from,
+			      struct lsq_image *img)
 {
-	const char *want = opt->prefetch;
+	const char *want = from->want;
 	int ret;
 
 	memset(p, 0, sizeof(*p));
-	p->opt = opt;
+	p->http = from->http;
 	if (want && strcmp(want, "off") == 0)
 		return;
 	if (!want || strcmp(want, "auto") == 0) {
-		load_auto(p, opt, img, learned_path);
+		load_auto(p, from, img);
 		return;
 	}
 	p->name = lsq_url_redact(want);
@@ -182,7 +184,7 @@ static int load_url(void *ctx, char **text, size_t *len)
 {
 	struct lsq_startup_profile *p = ctx;
 	char err[512] = "";
-	int ret = fetch_url(p->url, p->opt, text, len, err, sizeof(err));
+	int ret = fetch_url(p->url, p->http, text, len, err, sizeof(err));
 
 	if (ret && p->quiet)
 		lsq_debug("prefetch %s: %s; none beside the image",
@@ -196,29 +198,15 @@ static int load_url(void *ctx, char **text, size_t *len)
 }
 
 void lsq_startup_profile_start(struct lsq_startup_profile *p,
-			       const struct lsq_mount_options *opt,
-			       struct lsq_image *img)
+			       struct lsq_image *img,
+			       const struct lsq_prefetch_options *po)
 {
-	struct lsq_prefetch_options po = { 0 };
-	struct lsq_cache_options co;
-	bool remote = lsq_source_is_url(opt->image);
 	int ret;
 
 	if (!p->text && !p->url)
 		return;
-	/* A worker per speculative connection (readers have a pool of
-	 * their own): over a long round trip each request costs its worker
-	 * a round trip, and a profile's files lie apart (docs/prefetch.md).
-	 * Keep what is prefetched within half the RAM cache, so it does not
-	 * evict itself. */
-	co = lsq_mount_cache_options(opt, remote);
-	po.workers = remote ? opt->http_opts.max_connections : 1;
-	po.budget_bytes = co.block_cache_bytes
-				  ? co.block_cache_bytes / 2
-				  : LSQ_DEFAULT_REMOTE_BLOCK_CACHE / 2;
-	ret = p->text ? lsq_image_prefetch(img, p->text, p->len, p->name, &po)
-		      : lsq_image_prefetch_from(img, load_url, p, p->name,
-						&po);
+	ret = p->text ? lsq_image_prefetch(img, p->text, p->len, p->name, po)
+		      : lsq_image_prefetch_from(img, load_url, p, p->name, po);
 	if (ret)
 		lsq_warn("prefetch %s: %s; not prefetching", p->name,
 			 lsq_strerror(ret));

@@ -10,8 +10,8 @@
  * connection's fusectl `abort` file open and writes it when the daemon's
  * main thread dies without having disarmed it first.
  */
-#ifndef LSQ_FUSE_CONN_GUARD_H
-#define LSQ_FUSE_CONN_GUARD_H
+#ifndef LSQ_DAEMON_CONN_GUARD_H
+#define LSQ_DAEMON_CONN_GUARD_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -7,8 +7,8 @@
  * mount's error line) and served by one thread started after the daemon
  * forked. A scrape reads the same counters as --stats, at that moment.
  */
-#ifndef LSQ_FUSE_METRICS_H
-#define LSQ_FUSE_METRICS_H
+#ifndef LSQ_DAEMON_METRICS_H
+#define LSQ_DAEMON_METRICS_H
 
 #include <pthread.h>
 #include <stdbool.h>

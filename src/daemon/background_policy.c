@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* background_policy.c - -o background= (see background_policy.h). */
-#include "fuse/background_policy.h"
+#include "daemon/background_policy.h"
 
 #include "common/log.h"
 #include "lsq/error.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* recorder.c - -o record=PATH (see recorder.h). */
-#include "fuse/recorder.h"
+#include "profile/recorder.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "common/profile.h"
 #include "lsq/error.h"
+#include "profile/profile.h"
 
 #define SHARDS 64u
 #define ROOT_ID 1u          /* FUSE_ROOT_ID */

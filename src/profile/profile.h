@@ -5,7 +5,7 @@
  *
  * Written by `sqfs-lazy-mount -o record=PATH`, read by `-o prefetch=PATH`
  * and by `sqfs-lazy-pack --order PATH`, and embedded in images packed with
- * --order (src/format/profile_record.h). Plain text, one entry per line:
+ * --order (src/profile/record.h). Plain text, one entry per line:
  *
  *     PATH [TAB RANGES [TAB missed=N] [TAB more fields, ignored]]
  *
@@ -22,8 +22,8 @@
  * the last one, lsq_profile_merge): how many merges in a row the entry
  * was not read. Other readers ignore it.
  */
-#ifndef LSQ_PROFILE_H
-#define LSQ_PROFILE_H
+#ifndef LSQ_PROFILE_PROFILE_H
+#define LSQ_PROFILE_PROFILE_H
 
 #include <stddef.h>
 #include <stdint.h>

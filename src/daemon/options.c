@@ -7,7 +7,7 @@
  * parser, --help and lsq_mount_options_fini() walk that table, and a test
  * holds the man page to --help, so an option is added in one place.
  */
-#include "fuse/options.h"
+#include "daemon/options.h"
 
 #include "lsq_config.h"
 

@@ -2,15 +2,15 @@
 /*
  * recorder.h - -o record=PATH: which files a mount's users read, in the
  * order of their first read, and which parts of them; written as a
- * startup profile (src/common/profile.h) when the mount ends.
+ * startup profile (src/profile/profile.h) when the mount ends.
  *
  * Node ids are stateless here (inode ref + 2), so the recorder learns each
  * node's name and parent from the replies that hand node ids to the kernel
  * (lookup, readdirplus): the kernel cannot read a file it never got a node
  * id for. Thread-safe; a read costs one lock of one of 64 shards.
  */
-#ifndef LSQ_FUSE_RECORDER_H
-#define LSQ_FUSE_RECORDER_H
+#ifndef LSQ_PROFILE_RECORDER_H
+#define LSQ_PROFILE_RECORDER_H
 
 #include <stdbool.h>
 #include <stddef.h>

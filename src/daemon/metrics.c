@@ -8,7 +8,7 @@
  * REQUEST_MAX bytes, else the connection is closed (a slow or endless
  * client holds the endpoint that long at most, never a reader).
  */
-#include "fuse/metrics.h"
+#include "daemon/metrics.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,7 +25,7 @@
 
 #include "common/log.h"
 #include "common/url.h"
-#include "fuse/metrics_request.h"
+#include "daemon/metrics_request.h"
 #include "fuse/stats.h"
 
 #define REQUEST_MAX 8192

@@ -6,8 +6,8 @@
  * handed to libfuse (fuse_parse_conn_info_opts(), then fuse_session_new()),
  * which rejects what it does not know, still before anything is mounted.
  */
-#ifndef LSQ_FUSE_OPTIONS_H
-#define LSQ_FUSE_OPTIONS_H
+#ifndef LSQ_DAEMON_OPTIONS_H
+#define LSQ_DAEMON_OPTIONS_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * startup_profile.h - where -o prefetch= takes its profile from, and the
- * start of the image's prefetcher (docs/prefetch.md).
+ * startup.h - where -o prefetch= takes its profile from, and the start
+ * of the image's prefetcher (docs/prefetch.md).
  *
  *   auto (default)  the first of: the profile learned in cache_dir
- *                   (fuse/learned_profile.h); the one stored in the
+ *                   (profile/learned.h); the one stored in the
  *                   image (sqfs-lazy-pack --order); for a URL, the one
  *                   its publisher put beside it (URL.profile, fetched
  *                   after the mount, quietly absent)
@@ -16,11 +16,21 @@
  * path. A profile that cannot be had is one warning (none for an absent
  * URL.profile), never a failed mount.
  */
-#ifndef LSQ_FUSE_STARTUP_PROFILE_H
-#define LSQ_FUSE_STARTUP_PROFILE_H
+#ifndef LSQ_PROFILE_STARTUP_H
+#define LSQ_PROFILE_STARTUP_H
 
-#include "fuse/options.h"
 #include "lsq/image.h"
+#include "lsq/source.h"
+
+/* Where a mount's profile may come from. */
+struct lsq_profile_sources {
+	const char *want;          /* -o prefetch=; NULL: auto */
+	const char *image;         /* the image as given (a URL or a file) */
+	const char *learned_path;  /* profile/learned.h; NULL: none */
+	/* the image's HTTP options, for a URL profile: same headers and
+	 * TLS, not its mirrors or url_command; must outlive the profile */
+	const struct lsq_http_options *http;
+};
 
 struct lsq_startup_profile {
 	char *text;   /* malloc'd, not NUL-terminated; NULL: none */
@@ -28,20 +38,20 @@ struct lsq_startup_profile {
 	char *name;   /* for messages (a URL without credentials) */
 	char *url;    /* fetched by the prefetch's thread; NULL: none */
 	bool quiet;   /* url is a guess (URL.profile): absent is fine */
-	const struct lsq_mount_options *opt;  /* for fetching url */
+	const struct lsq_http_options *http;  /* for fetching url */
 };
 
-/* Before the daemon forks: read a file profile, the learned one
- * (learned_path, NULL: none) or the image's stored one (local reads or
- * the probe's bytes: no request). */
+/* Before the daemon forks: read a file profile, the learned one or the
+ * image's stored one (local reads or the probe's bytes: no request). */
 void lsq_startup_profile_load(struct lsq_startup_profile *p,
-			      const struct lsq_mount_options *opt,
-			      struct lsq_image *img, const char *learned_path);
+			      const struct lsq_profile_sources *from,
+			      struct lsq_image *img);
 
-/* After the fork: fetch a URL profile, then start the prefetcher. */
+/* After the fork: fetch a URL profile, then start the prefetcher with
+ * po. */
 void lsq_startup_profile_start(struct lsq_startup_profile *p,
-			       const struct lsq_mount_options *opt,
-			       struct lsq_image *img);
+			       struct lsq_image *img,
+			       const struct lsq_prefetch_options *po);
 
 void lsq_startup_profile_fini(struct lsq_startup_profile *p);
 

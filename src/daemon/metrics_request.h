@@ -4,8 +4,8 @@
  * Apart from the socket code so the fuzzer can drive it
  * (tests/fuzz/fuzz_metrics_request.c).
  */
-#ifndef LSQ_FUSE_METRICS_REQUEST_H
-#define LSQ_FUSE_METRICS_REQUEST_H
+#ifndef LSQ_DAEMON_METRICS_REQUEST_H
+#define LSQ_DAEMON_METRICS_REQUEST_H
 
 #include <stddef.h>
 

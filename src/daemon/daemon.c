@@ -18,7 +18,7 @@
  *     sent when the loop ends;
  *  6. unmount, remove the handlers, destroy the session, close the image.
  */
-#include "fuse/daemon.h"
+#include "daemon/daemon.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -37,20 +37,20 @@
 #include "common/log.h"
 #include "common/sd_notify.h"
 #include "common/url.h"
-#include "fuse/conn_guard.h"
+#include "daemon/background_policy.h"
+#include "daemon/conn_guard.h"
+#include "daemon/metrics.h"
+#include "daemon/options.h"
+#include "daemon/signed_image.h"
+#include "daemon/status.h"
 #include "fuse/mount.h"
-#include "fuse/options.h"
-#include "fuse/recorder.h"
-#include "fuse/signed_image.h"
-#include "fuse/startup_profile.h"
-#include "fuse/learned_profile.h"
-#include "fuse/background_policy.h"
-#include "fuse/metrics.h"
-#include "fuse/status.h"
 #include "fuse/stats.h"
 #include "fuse/uring.h"
 #include "lsq/error.h"
 #include "lsq/source.h"
+#include "profile/learned.h"
+#include "profile/recorder.h"
+#include "profile/startup.h"
 
 #define PROG "sqfs-lazy-mount"
 
@@ -299,6 +299,27 @@ static int open_image(const struct lsq_mount_options *opt,
 	return err;
 }
 
+/* The startup profile's prefetch: a worker per speculative connection
+ * (readers have a pool of their own), since over a long round trip each
+ * request costs its worker a round trip and a profile's files lie apart
+ * (docs/prefetch.md); what is prefetched stays within half the RAM cache,
+ * so it does not evict itself. */
+static void start_profile(struct lsq_startup_profile *p,
+			  const struct lsq_mount_options *opt,
+			  struct lsq_image *img)
+{
+	bool remote = lsq_source_is_url(opt->image);
+	struct lsq_cache_options co = lsq_mount_cache_options(opt, remote);
+	struct lsq_prefetch_options po = {
+		.workers = remote ? opt->http_opts.max_connections : 1,
+		.budget_bytes = co.block_cache_bytes
+					? co.block_cache_bytes / 2
+					: LSQ_DEFAULT_REMOTE_BLOCK_CACHE / 2,
+	};
+
+	lsq_startup_profile_start(p, img, &po);
+}
+
 static int run_mount(struct lsq_mount_options *opt)
 {
 	struct lsq_mount m = {
@@ -345,7 +366,9 @@ static int run_mount(struct lsq_mount_options *opt)
 		goto out_destroy;
 	}
 	/* with cache_dir, every mount learns what its start reads */
-	learned_path = lsq_learned_profile_path(opt);
+	learned_path = opt->learn ? lsq_learned_profile_path(opt->cache_opts.dir,
+							     opt->image)
+				  : NULL;
 	if (learned_path && !m.recorder &&
 	    lsq_recorder_create_learning(LSQ_LEARN_MAX_FILES,
 					 LSQ_LEARN_MAX_NODES,
@@ -362,7 +385,10 @@ static int run_mount(struct lsq_mount_options *opt)
 	if (m.recorder)
 		lsq_recorder_set_granule(m.recorder,
 					 lsq_image_info(m.img)->block_size);
-	lsq_startup_profile_load(&profile, opt, m.img, learned_path);
+	lsq_startup_profile_load(&profile, &(struct lsq_profile_sources){
+			.want = opt->prefetch, .image = opt->image,
+			.learned_path = learned_path, .http = &opt->http_opts },
+		m.img);
 
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_destroy;
@@ -398,7 +424,7 @@ static int run_mount(struct lsq_mount_options *opt)
 	lsq_conn_guard_start(&guard, canonical);
 	/* no fork after this point: background fetches may use threads */
 	lsq_source_allow_threads(lsq_image_source(m.img));
-	lsq_startup_profile_start(&profile, opt, m.img);
+	start_profile(&profile, opt, m.img);
 	lsq_background_policy_start(opt, m.img);
 	if (opt->io_uring != 0 && !opt->single_thread)
 		uring = lsq_uring_start(se, opt->threads, opt->io_uring > 0);

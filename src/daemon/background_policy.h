@@ -3,10 +3,10 @@
  * background_policy.h - -o background=: whether and how much of the image
  * the daemon fetches behind the readers (src/image/background.c).
  */
-#ifndef LSQ_FUSE_BACKGROUND_POLICY_H
-#define LSQ_FUSE_BACKGROUND_POLICY_H
+#ifndef LSQ_DAEMON_BACKGROUND_POLICY_H
+#define LSQ_DAEMON_BACKGROUND_POLICY_H
 
-#include "fuse/options.h"
+#include "daemon/options.h"
 #include "lsq/image.h"
 
 /* Start the background fetch of img as opt says: by default for URLs

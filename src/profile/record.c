@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* profile_record.c - header of a startup profile stored in an image. */
-#include "format/profile_record.h"
+#include "profile/record.h"
 
 #include <string.h>
 #include <zlib.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* learned_profile.c - profiles learned in cache_dir (see learned_profile.h). */
-#include "fuse/learned_profile.h"
+/* learned.c - profiles learned in cache_dir (see learned.h). */
+#include "profile/learned.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,29 +13,28 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "common/profile.h"
 #include "common/url.h"
-#include "format/profile_record.h"
-#include "fuse/recorder.h"
 #include "lsq/error.h"
 #include "lsq/source.h"
+#include "profile/profile.h"
+#include "profile/record.h"
+#include "profile/recorder.h"
 
 /* A file not read by more than this many starts in a row leaves the
  * profile (missed=N counts them). */
 #define LEARN_MAX_MISSED 3u
 
-char *lsq_learned_profile_path(const struct lsq_mount_options *opt)
+char *lsq_learned_profile_path(const char *dir, const char *image)
 {
-	const char *dir = opt->cache_opts.dir;
 	unsigned char md[SHA256_DIGEST_LENGTH];
 	char *where, *path;
 	size_t n;
 
-	if (!dir || !opt->learn)
+	if (!dir)
 		return NULL;
 	/* a URL's query is its signature (a presigned URL changes it) */
-	where = lsq_source_is_url(opt->image) ? lsq_url_redact(opt->image)
-					      : realpath(opt->image, NULL);
+	where = lsq_source_is_url(image) ? lsq_url_redact(image)
+					 : realpath(image, NULL);
 	if (!where)
 		return NULL;
 	SHA256((const unsigned char *)where, strlen(where), md);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* profile.c - parse and write startup profiles (format in profile.h). */
-#include "common/profile.h"
+#include "profile/profile.h"
 
 #include <stdbool.h>
 #include <stdlib.h>

@@ -179,7 +179,7 @@ void lsq_image_statfs(const struct lsq_image *img, struct statvfs *st);
 void lsq_image_counters(const struct lsq_image *img, lsq_counter_fn fn,
 			void *ctx);
 
-/* ---- prefetch: startup profiles (src/common/profile.h) ---- */
+/* ---- prefetch: startup profiles (src/profile/profile.h) ---- */
 
 struct lsq_prefetch_options {
 	unsigned workers;      /* fetches in flight, at least 1 */
@@ -235,7 +235,7 @@ int lsq_image_prefetch_from(struct lsq_image *img, lsq_profile_loader_fn load,
 			    const struct lsq_prefetch_options *opt);
 
 /* The startup profile stored in the image by `sqfs-lazy-pack --order`
- * (src/format/profile_record.h), as malloc'd text in *text (not
+ * (src/profile/record.h), as malloc'd text in *text (not
  * NUL-terminated; the caller frees). LSQ_ERR_NOT_FOUND when the image has
  * none, LSQ_ERR_CORRUPT when the record is damaged, or the read's error.
  * Costs no request on a remote image: it lies in the first 64 KiB. */

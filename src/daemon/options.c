@@ -77,7 +77,8 @@ enum option_kind {
 	OPT_FLAG,      /* no value; stores .set */
 	OPT_SWITCH,    /* [=on|off]: 1 or 0 */
 	OPT_SIZE,      /* SIZE up to .max (0: any) */
-	OPT_COUNT,     /* an integer from .min to .max, no suffix */
+	OPT_COUNT,     /* an integer from .min to .max, no suffix; or a
+			* word of .choices, meaning its index */
 	OPT_SECONDS,   /* seconds >= 0; > 0 with .min 1 */
 	OPT_TEXT,      /* a string the options own; "" refused */
 	OPT_CHOICE,    /* one of .choices: its index */
@@ -173,27 +174,6 @@ static void format_size(char *buf, size_t size, uint64_t v)
 
 /* ---- the options that need more than a kind ---- */
 
-static int parse_decomp(struct lsq_mount_options *opt, const char *name,
-			const char *value)
-{
-	uint64_t n;
-
-	if (strcmp(value, "single") == 0) {
-		opt->image_opts.decomp_contexts = 1;
-		return LSQ_OK;
-	}
-	if (strcmp(value, "percpu") == 0) {
-		opt->image_opts.decomp_contexts = 0;
-		return LSQ_OK;
-	}
-	if (lsq_parse_size(value, &n) != LSQ_OK || strpbrk(value, "KkMmGgTt") ||
-	    n < 1 || n > LSQ_MAX_DECOMP_CONTEXTS)
-		return bad_value(name, value, "single, percpu or a count "
-				 "from 1 to 4096");
-	opt->image_opts.decomp_contexts = (unsigned)n;
-	return LSQ_OK;
-}
-
 static int parse_block_cache(struct lsq_mount_options *opt, const char *name,
 			     const char *value)
 {
@@ -270,17 +250,6 @@ static int parse_verify(struct lsq_mount_options *opt, const char *name,
 	return LSQ_OK;
 }
 
-static void show_decomp_default(char *buf, size_t size)
-{
-	struct lsq_image_options d;
-
-	lsq_image_options_default(&d);
-	if (d.decomp_contexts <= 1)
-		snprintf(buf, size, d.decomp_contexts ? "single" : "percpu");
-	else
-		snprintf(buf, size, "%u", d.decomp_contexts);
-}
-
 static void show_block_cache_default(char *buf, size_t size)
 {
 	char v[32];
@@ -296,6 +265,7 @@ static void show_block_cache_default(char *buf, size_t size)
 static const char *const log_levels[] = {
 	"error", "warning", "info", "debug", NULL,
 };
+static const char *const decomp_words[] = { "percpu", "single", NULL };
 
 /* Rows shown with "_netdev" */
 #define MOUNT_ONLY(n) { n, "-", .kind = OPT_IGNORED }
@@ -322,9 +292,11 @@ static const struct mount_option mount_options[] = {
 	{ "same_cpu", .kind = OPT_RETIRED,
 	  .help = "ring threads answer on their caller's CPU without it "
 		  "(-o io_uring); drop it" },
-	{ "decomp", "decomp=single|percpu|N", OPT_CUSTOM,
-	  .parse = parse_decomp, .help = "decompression contexts",
-	  .show_default = show_decomp_default },
+	{ "decomp", "decomp=single|percpu|N", OPT_COUNT,
+	  FIELD(image_opts.decomp_contexts), .choices = decomp_words,
+	  .min = 1, .max = LSQ_MAX_DECOMP_CONTEXTS,
+	  .expect = "percpu, single or an integer from 1 to 4096",
+	  .help = "decompression contexts" },
 	{ "metadata_cache", .kind = OPT_SIZE,
 	  FIELD(image_opts.metadata_cache_bytes),
 	  .help = "decompressed metadata cache" },
@@ -357,7 +329,7 @@ static const struct mount_option mount_options[] = {
 		  "from what cache_dir recorded and holds", .dflt = "off" },
 	{ "record", .kind = OPT_TEXT, FIELD(record), .expect = "a file name",
 	  .help = "write a startup profile to PATH when the mount ends: the "
-		  "files read, in order (docs/prefetch.md)", .dflt = "" },
+		  "files read, in order (docs/prefetch.md)" },
 	{ "prefetch", "prefetch=auto|off|PATH|URL", OPT_TEXT, FIELD(prefetch),
 	  .expect = "auto, off, a file name or a URL",
 	  .help = "fetch the blocks a startup profile lists, in the "
@@ -389,12 +361,12 @@ static const struct mount_option mount_options[] = {
 	  .help = "honour set-user/group-id bits", .dflt = "nosuid" },
 	{ "nosuid", "-", OPT_FLAG, FIELD(suid), .set = 0 },
 	{ "ro", .kind = OPT_FLAG,
-	  .help = "accepted; the mount is always read-only", .dflt = "" },
+	  .help = "accepted; the mount is always read-only" },
 	/* mount(8) may add rw on its own: refusing it would break fstab
 	 * lines. Warned about once loglevel= is known. */
 	{ "rw", "-", OPT_FLAG, FIELD(ignored_rw), .set = 1 },
 	{ "debug", .kind = OPT_FLAG, FIELD(debug), .set = 1,
-	  .help = "same as -d", .dflt = "" },
+	  .help = "same as -d" },
 
 	{ "max_connections", .kind = OPT_COUNT, .group = GROUP_HTTP,
 	  FIELD(http_opts.max_connections), .min = 1,
@@ -415,7 +387,7 @@ static const struct mount_option mount_options[] = {
 	{ "header_file", .kind = OPT_TEXT, .group = GROUP_HTTP,
 	  FIELD(http_opts.header_file), .expect = "a file name",
 	  .help = "extra request headers, 'Name: value' per line; must not "
-		  "be readable by others", .dflt = "" },
+		  "be readable by others" },
 	{ "cacert", .kind = OPT_TEXT, .group = GROUP_HTTP,
 	  FIELD(http_opts.cacert), .expect = "a file name",
 	  .help = "CA certificates for https", .dflt = "the system's" },
@@ -425,13 +397,13 @@ static const struct mount_option mount_options[] = {
 	{ "mirror", "mirror=URL", OPT_CUSTOM, .group = GROUP_HTTP,
 	  .parse = parse_mirror,
 	  .help = "another copy of the same image, for failover; may be "
-		  "repeated (up to " STR(LSQ_HTTP_MAX_MIRRORS) ")", .dflt = "" },
+		  "repeated (up to " STR(LSQ_HTTP_MAX_MIRRORS) ")" },
 	{ "url_command", "url_command=CMD", OPT_TEXT, .group = GROUP_HTTP,
 	  FIELD(http_opts.url_command), .expect = "a command",
 	  .help = "a program printing a fresh URL of the image (a signed "
 		  "URL); run at mount and when the URL is refused or about to "
 		  "expire; words split at spaces, no shell; IMAGE then only "
-		  "names it", .dflt = "" },
+		  "names it" },
 
 	{ "aws_profile", "aws_profile=NAME", OPT_TEXT, .group = GROUP_S3,
 	  FIELD(http_opts.aws_profile), .expect = "a profile name",
@@ -440,7 +412,7 @@ static const struct mount_option mount_options[] = {
 	{ "credentials_file", .kind = OPT_TEXT, .group = GROUP_S3,
 	  FIELD(http_opts.credentials_file), .expect = "a file name",
 	  .help = "take credentials only from this file; must not be "
-		  "readable by group or others", .dflt = "" },
+		  "readable by group or others" },
 	{ "region", "region=NAME", OPT_TEXT, .group = GROUP_S3,
 	  FIELD(http_opts.region), .expect = "a region name",
 	  .help = "signing region", .dflt = "AWS_REGION, else us-east-1" },
@@ -468,8 +440,7 @@ static const struct mount_option mount_options[] = {
 	{ "_netdev", "_netdev, nofail, noauto, auto, defaults, user, nouser, "
 		     "users, owner,\n  group, comment=, x-*",
 	  OPT_IGNORED, .group = GROUP_SERVICE,
-	  .help = "for mount(8), fstab and systemd: ignored here",
-	  .dflt = "" },
+	  .help = "for mount(8), fstab and systemd: ignored here" },
 	MOUNT_ONLY("nofail"), MOUNT_ONLY("noauto"), MOUNT_ONLY("auto"),
 	MOUNT_ONLY("defaults"), MOUNT_ONLY("user"), MOUNT_ONLY("nouser"),
 	MOUNT_ONLY("users"), MOUNT_ONLY("owner"), MOUNT_ONLY("group"),
@@ -479,23 +450,21 @@ static const struct mount_option mount_options[] = {
 	  FIELD(allow_other), .set = 1, .pass = true,
 	  .help = "let all users in", .dflt = "off" },
 	{ "allow_root", .kind = OPT_FUSE, .group = GROUP_FUSE,
-	  .help = "let root in as well as the mounting user", .dflt = "" },
+	  .help = "let root in as well as the mounting user" },
 	{ "default_permissions", .kind = OPT_FUSE, .group = GROUP_FUSE,
-	  .help = "the kernel checks the image's mode bits (always on)",
-	  .dflt = "" },
+	  .help = "the kernel checks the image's mode bits (always on)" },
 	{ "auto_unmount", .kind = OPT_FUSE, .group = GROUP_FUSE,
-	  .help = "unmount when the daemon dies", .dflt = "" },
+	  .help = "unmount when the daemon dies" },
 	{ "max_read", .kind = OPT_COUNT, .group = GROUP_FUSE,
 	  FIELD(max_read), .min = 1, .max = UINT32_MAX, .pass = true,
-	  .help = "largest read request in bytes", .dflt = "" },
+	  .help = "largest read request in bytes", .dflt = "" },  /* 0: libfuse's */
 	{ "max_readahead", "max_readahead=N", OPT_FUSE, .group = GROUP_FUSE,
 	  .help = "kernel readahead in bytes", .dflt = "the kernel's" },
 	{ "max_background", "max_background=N", OPT_FUSE, .group = GROUP_FUSE,
 	  .help = "queued background requests", .dflt = "the kernel's" },
 	{ "congestion_threshold", "congestion_threshold=N", OPT_FUSE,
 	  .group = GROUP_FUSE,
-	  .help = "background requests before the kernel backs off",
-	  .dflt = "" },
+	  .help = "background requests before the kernel backs off" },
 	{ "fsname", "fsname=NAME", OPT_FUSE, .group = GROUP_FUSE,
 	  .help = "source in /proc/mounts", .dflt = "the image path" },
 	{ "subtype", "subtype=NAME", OPT_FUSE, .group = GROUP_FUSE,
@@ -558,7 +527,7 @@ static int parse_count(const struct mount_option *o, const char *value,
 	/* counts take no K/M/G: "threads=1K" is more likely a typo */
 	if (lsq_parse_size(value, &v) != LSQ_OK || strpbrk(value, "KkMmGgTt") ||
 	    v < o->min || v > o->max)
-		return bad_value(o->name, value, expect);
+		return bad_value(o->name, value, o->expect ? o->expect : expect);
 	*out = v;
 	return LSQ_OK;
 }
@@ -595,6 +564,11 @@ static int store_value(struct lsq_mount_options *opt,
 		store_int(p, o->size, v);
 		return LSQ_OK;
 	case OPT_COUNT:
+		for (int i = 0; o->choices && o->choices[i]; i++)
+			if (strcmp(value, o->choices[i]) == 0) {
+				store_int(p, o->size, (uint64_t)i);
+				return LSQ_OK;
+			}
 		err = parse_count(o, value, &v);
 		if (!err)
 			store_int(p, o->size, v);
@@ -1063,7 +1037,15 @@ static void format_default(const struct mount_option *o,
 	} else if (o->kind == OPT_SIZE) {
 		format_size(buf, size, load_int(p, o->size));
 	} else if (o->kind == OPT_COUNT) {
-		snprintf(buf, size, "%" PRIu64, load_int(p, o->size));
+		uint64_t v = load_int(p, o->size);
+		size_t nwords = 0;
+
+		while (o->choices && o->choices[nwords])
+			nwords++;
+		if (v < nwords)
+			snprintf(buf, size, "%s", o->choices[v]);
+		else
+			snprintf(buf, size, "%" PRIu64, v);
 	} else if (o->kind == OPT_SECONDS) {
 		snprintf(buf, size, "%g", *(const double *)p);
 	} else {

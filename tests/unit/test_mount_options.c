@@ -127,8 +127,9 @@ static void check_later_wins(void)
 	struct lsq_mount_options opt;
 
 	CHECK_EQ_INT(parse(&opt, "dev,nodev,suid,nosuid,prefetch_metadata,"
-			   "noprefetch_metadata,record=/a,record=/b,rw"),
-		     LSQ_OK);
+			   "noprefetch_metadata,record=/a,record=/b,rw,"
+			   "decomp=single,decomp=percpu"), LSQ_OK);
+	CHECK_EQ_INT(opt.image_opts.decomp_contexts, 0);
 	CHECK(!opt.dev && !opt.suid && opt.ignored_rw);
 	CHECK_EQ_INT(opt.prefetch_metadata, 0);
 	CHECK(strcmp(opt.record, "/b") == 0);

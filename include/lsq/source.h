@@ -145,6 +145,10 @@ struct lsq_link {
 	uint64_t rtt_us;      /* round trip measured (min, recent) */
 	uint64_t rtt_samples; /* transfers timed so far */
 	uint64_t in_flight;   /* transfers running now */
+	/* the copy answering now, as shown in messages (no credentials),
+	 * when there are several (mirrors); NULL: one */
+	const char *mirror;
+	unsigned mirror_index, mirrors;  /* 0: the image's own URL */
 };
 
 /* What a signed image's manifest tells the layer that loads units

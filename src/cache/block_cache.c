@@ -704,5 +704,6 @@ void lsq_block_cache_get_stats(struct lsq_block_cache *cache,
 		st.blocks += s->nblocks;
 		unlock_shard(s);
 	}
+	st.budget = (uint64_t)cache->share * cache->nshards;
 	*out = st;
 }

@@ -64,6 +64,7 @@ struct lsq_block_cache;
  * the cache holds now (bytes in the charge unit described above). */
 struct lsq_block_cache_stats {
 	uint64_t hits, misses, evictions, waits, bytes, blocks;
+	uint64_t budget;    /* the bound on bytes */
 	uint64_t reserved;  /* reservations made (lsq_block_cache_reserve) */
 };
 

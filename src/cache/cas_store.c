@@ -384,6 +384,7 @@ void lsq_cas_get_stats(struct lsq_cas_store *cas, struct lsq_cas_stats *out)
 	for (unsigned i = 0; i < CAS_SHARDS; i++) {
 		pthread_mutex_lock(&cas->shards[i].mu);
 		out->bytes += cas->shards[i].bytes;
+		out->budget += cas->shards[i].budget;
 		pthread_mutex_unlock(&cas->shards[i].mu);
 	}
 }

@@ -38,6 +38,7 @@ struct lsq_cas_stats {
 	uint64_t evictions;     /* units removed to stay under the budget */
 	uint64_t bytes;         /* bytes of units held now, as this daemon
 				 * knows them */
+	uint64_t budget;        /* the bound on them */
 };
 
 /* Open (creating dir and dir/cas with mode 0700 if needed) the store of

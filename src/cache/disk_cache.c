@@ -390,6 +390,7 @@ void lsq_disk_cache_get_stats(struct lsq_disk_cache *dc,
 	for (unsigned i = 0; i < DC_SHARDS; i++) {
 		pthread_mutex_lock(&dc->shards[i].mu);
 		out->bytes += dc->shards[i].bytes;
+		out->budget += dc->shards[i].budget;
 		pthread_mutex_unlock(&dc->shards[i].mu);
 	}
 }

@@ -26,6 +26,7 @@ struct lsq_disk_cache_stats {
 	uint64_t corrupt;       /* ranges whose CRC did not match (dropped) */
 	uint64_t evictions;     /* ranges dropped to stay under the budget */
 	uint64_t bytes;         /* bytes of ranges held now */
+	uint64_t budget;        /* the bound on them */
 };
 
 /* Open (creating dir with mode 0700 and the files if needed) the cache of

@@ -4,11 +4,11 @@
  */
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "lsq/error.h"
+#include "common/histogram.h"
 #include "common/log.h"
+#include "lsq/error.h"
 
 #include "codec/codec.h"
 #include "codec/codec_i.h"
@@ -20,17 +20,30 @@ struct lsq_codec {
 	const struct lsq_codec_ops *ops;
 	struct lsq_codec_cfg cfg;
 	struct lsq_codec_pool *pool; /* NULL for stateless codecs */
-	/* for the stats; one relaxed add per block is noise next to the
-	 * decompression it measures */
+	/* for the stats; a few relaxed adds per block are noise next to
+	 * the decompression they measure */
 	atomic_uint_least64_t calls, nanoseconds;
+	struct lsq_histogram *seconds;
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
+#define DECOMPRESS_HISTOGRAM(codec)                                       	static LSQ_HISTOGRAM(codec##_seconds, "decompress_seconds",        			     "Time to decompress one block.", "codec",     			     #codec, LSQ_HISTOGRAM_NS)
+DECOMPRESS_HISTOGRAM(gzip)
+DECOMPRESS_HISTOGRAM(lzma)
+DECOMPRESS_HISTOGRAM(lzo)
+DECOMPRESS_HISTOGRAM(xz)
+DECOMPRESS_HISTOGRAM(lz4)
+DECOMPRESS_HISTOGRAM(zstd)
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+static struct lsq_histogram *histogram_for_id(unsigned id)
+{
+	switch (id) {
+	case LSQ_CODEC_GZIP: return &gzip_seconds;
+	case LSQ_CODEC_LZMA: return &lzma_seconds;
+	case LSQ_CODEC_LZO: return &lzo_seconds;
+	case LSQ_CODEC_XZ: return &xz_seconds;
+	case LSQ_CODEC_LZ4: return &lz4_seconds;
+	default: return &zstd_seconds;
+	}
 }
 
 void lsq_codec_get_stats(struct lsq_codec *codec, uint64_t *calls,
@@ -116,6 +129,7 @@ int lsq_codec_create(unsigned id, const void *options, size_t options_len,
 		return LSQ_ERR_NOMEM;
 	codec->ops = ops;
 	codec->cfg.block_size = block_size;
+	codec->seconds = histogram_for_id(id);
 
 	if (options) {
 		if (options_len != ops->options_len || ops->options_len == 0) {
@@ -165,7 +179,7 @@ int lsq_codec_decompress(struct lsq_codec *codec, const void *in,
 	struct lsq_codec_slot *slot;
 	void *ctx = NULL;
 	uint8_t dummy;
-	uint64_t start;
+	uint64_t start, took;
 	int err;
 
 	if (!codec || !out_len || (!in && in_len) || (!out && out_cap))
@@ -177,7 +191,7 @@ int lsq_codec_decompress(struct lsq_codec *codec, const void *in,
 	if (!out)
 		out = &dummy;
 
-	start = now_ns();
+	start = lsq_now_ns();
 	if (!codec->pool) {
 		err = codec->ops->decompress(&codec->cfg, NULL, in, in_len,
 					     out, out_cap, out_len);
@@ -189,8 +203,10 @@ int lsq_codec_decompress(struct lsq_codec *codec, const void *in,
 					     out_cap, out_len);
 		lsq_codec_pool_release(slot);
 	}
+	took = lsq_now_ns() - start;
 	atomic_fetch_add_explicit(&codec->calls, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&codec->nanoseconds, now_ns() - start,
+	atomic_fetch_add_explicit(&codec->nanoseconds, took,
 				  memory_order_relaxed);
+	lsq_histogram_add(codec->seconds, took);
 	return err;
 }

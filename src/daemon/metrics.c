@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/histogram.h"
 #include "common/log.h"
 #include "common/url.h"
 #include "daemon/metrics_request.h"
@@ -33,66 +34,6 @@
 #define PREFIX "sqfs_lazy_"
 
 /* ---- rendering ---- */
-
-/* A counter's name under Prometheus's conventions: base units (a name in
- * _ns or _us is in seconds), _total for what only grows. *scale divides
- * the value. */
-static void metric_name(const struct lsq_counter *c, char *out, size_t size,
-			double *scale)
-{
-	const char *name = c->name;
-	size_t n = strlen(name);
-	const char *unit = "";
-
-	*scale = 1;
-	if (n > 3 && strcmp(name + n - 3, "_ns") == 0) {
-		n -= 3;
-		unit = "_seconds";
-		*scale = 1e9;
-	} else if (n > 3 && strcmp(name + n - 3, "_us") == 0) {
-		n -= 3;
-		unit = "_seconds";
-		*scale = 1e6;
-	}
-	snprintf(out, size, PREFIX "%.*s%s%s", (int)n, name, unit,
-		 c->kind == LSQ_COUNTER_TOTAL ? "_total" : "");
-}
-
-char *lsq_metrics_render(const struct lsq_counter_set *set,
-			 const char *labels, size_t *len)
-{
-	char *out = NULL;
-	size_t size = 0;
-	FILE *f = open_memstream(&out, &size);
-
-	if (!f)
-		return NULL;
-	fprintf(f, "# HELP " PREFIX "build_info The version of sqfs-lazy-mount serving this mount.\n"
-		"# TYPE " PREFIX "build_info gauge\n"
-		PREFIX "build_info{version=\"%s\"} 1\n", LSQ_VERSION);
-	for (size_t i = 0; i < set->n; i++) {
-		const struct lsq_counter *c = &set->items[i];
-		char name[128];
-		double scale;
-
-		metric_name(c, name, sizeof(name), &scale);
-		fprintf(f, "# HELP %s The --stats counter %s (docs/metrics.md).\n"
-			"# TYPE %s %s\n", name, c->name, name,
-			c->kind == LSQ_COUNTER_TOTAL ? "counter" : "gauge");
-		if (scale == 1)
-			fprintf(f, "%s%s %llu\n", name, labels,
-				(unsigned long long)c->value);
-		else
-			fprintf(f, "%s%s %.9g\n", name, labels,
-				(double)c->value / scale);
-	}
-	if (fclose(f) != 0) {
-		free(out);
-		return NULL;
-	}
-	*len = size;
-	return out;
-}
 
 /* A label value: backslash, double quote and newline escaped. */
 static void put_label(FILE *f, const char *key, const char *value,
@@ -108,6 +49,199 @@ static void put_label(FILE *f, const char *key, const char *value,
 			fputc(*p, f);
 	}
 	fputc('"', f);
+}
+
+/* The mount's labels ("{mountpoint=...,image=...}"), plus key="value"
+ * when key is not NULL. */
+static void put_labels(FILE *f, const char *labels, const char *key,
+		       const char *value)
+{
+	fprintf(f, "%.*s", (int)strlen(labels) - 1, labels);
+	if (key)
+		put_label(f, key, value, false);
+	fputc('}', f);
+}
+
+/* The caches' counters are one family per kind, told apart by a cache
+ * label: data_hits is sqfs_lazy_cache_hits_total{cache="data"}. */
+static const struct {
+	const char *prefix, *cache;
+} caches[] = {
+	{ "meta_", "metadata" }, { "data_", "data" }, { "frag_", "fragment" },
+	{ "block_cache_", "block" }, { "disk_cache_", "disk" },
+	{ "cas_", "store" },
+};
+static const char *const cache_kinds[] = {
+	"hits", "misses", "evictions", "bytes", "limit_bytes", "writes",
+	"corrupt",
+};
+
+struct family {
+	char name[128];
+	double scale;       /* the value is divided by it */
+	const char *cache;  /* the cache label; NULL: none */
+};
+
+/* A counter's family under Prometheus's conventions: base units (a name
+ * in _ns or _us is in seconds), _total for what only grows. */
+static void family_of(const struct lsq_counter *c, struct family *fam)
+{
+	const char *name = c->name;
+	const char *total = c->kind == LSQ_COUNTER_TOTAL ? "_total" : "";
+	size_t n = strlen(name);
+	const char *unit = "";
+
+	fam->scale = 1;
+	fam->cache = NULL;
+	for (size_t i = 0; i < sizeof(caches) / sizeof(caches[0]); i++) {
+		size_t pl = strlen(caches[i].prefix);
+
+		if (strncmp(name, caches[i].prefix, pl) != 0)
+			continue;
+		for (size_t k = 0; k < sizeof(cache_kinds) /
+				       sizeof(cache_kinds[0]); k++)
+			if (strcmp(name + pl, cache_kinds[k]) == 0) {
+				fam->cache = caches[i].cache;
+				snprintf(fam->name, sizeof(fam->name),
+					 PREFIX "cache_%s%s", cache_kinds[k],
+					 total);
+				return;
+			}
+	}
+	if (n > 3 && strcmp(name + n - 3, "_ns") == 0) {
+		n -= 3;
+		unit = "_seconds";
+		fam->scale = 1e9;
+	} else if (n > 3 && strcmp(name + n - 3, "_us") == 0) {
+		n -= 3;
+		unit = "_seconds";
+		fam->scale = 1e6;
+	}
+	snprintf(fam->name, sizeof(fam->name), PREFIX "%.*s%s%s", (int)n,
+		 name, unit, total);
+}
+
+/* Every family once, its samples together, as the format wants. */
+static void render_counters(FILE *f, const struct lsq_counter_set *set,
+			    const char *labels)
+{
+	bool done[LSQ_COUNTER_SET_MAX] = { false };
+
+	for (size_t i = 0; i < set->n; i++) {
+		const struct lsq_counter *c = &set->items[i];
+		struct family fam, other;
+
+		if (done[i])
+			continue;
+		family_of(c, &fam);
+		if (fam.cache)
+			fprintf(f, "# HELP %s The caches' --stats counters "
+				"*_%s (docs/metrics.md).\n", fam.name,
+				fam.name + strlen(PREFIX "cache_"));
+		else
+			fprintf(f, "# HELP %s The --stats counter %s "
+				"(docs/metrics.md).\n", fam.name, c->name);
+		fprintf(f, "# TYPE %s %s\n", fam.name,
+			c->kind == LSQ_COUNTER_TOTAL ? "counter" : "gauge");
+		for (size_t j = i; j < set->n; j++) {
+			const struct lsq_counter *o = &set->items[j];
+
+			if (done[j])
+				continue;
+			family_of(o, &other);
+			if (strcmp(other.name, fam.name) != 0)
+				continue;
+			done[j] = true;
+			fputs(fam.name, f);
+			put_labels(f, labels, other.cache ? "cache" : NULL,
+				   other.cache);
+			if (fam.scale == 1)
+				fprintf(f, " %llu\n",
+					(unsigned long long)o->value);
+			else
+				fprintf(f, " %.9g\n",
+					(double)o->value / fam.scale);
+		}
+	}
+}
+
+static bool has_samples(const struct lsq_histogram *h)
+{
+	return atomic_load_explicit(&h->count, memory_order_relaxed) != 0;
+}
+
+static void render_histogram(FILE *f, const struct lsq_histogram *h,
+			     const char *labels)
+{
+	double scale = h->unit == LSQ_HISTOGRAM_NS ? 1e9 : 1;
+	size_t n;
+	const uint64_t *b = lsq_histogram_bounds(h->unit, &n);
+	uint64_t cumulative = 0;
+
+	for (size_t i = 0; i <= n; i++) {
+		cumulative += atomic_load_explicit(&h->buckets[i],
+						   memory_order_relaxed);
+		fprintf(f, PREFIX "%s_bucket", h->name);
+		fprintf(f, "%.*s", (int)strlen(labels) - 1, labels);
+		if (h->label)
+			put_label(f, h->label, h->value, false);
+		if (i < n)
+			fprintf(f, ",le=\"%.9g\"} %llu\n", (double)b[i] / scale,
+				(unsigned long long)cumulative);
+		else
+			fprintf(f, ",le=\"+Inf\"} %llu\n",
+				(unsigned long long)cumulative);
+	}
+	fprintf(f, PREFIX "%s_sum", h->name);
+	put_labels(f, labels, h->label, h->value);
+	fprintf(f, " %.9g\n", (double)atomic_load(&h->sum) / scale);
+	/* the buckets' total, so that _count equals the +Inf bucket */
+	fprintf(f, PREFIX "%s_count", h->name);
+	put_labels(f, labels, h->label, h->value);
+	fprintf(f, " %llu\n", (unsigned long long)cumulative);
+}
+
+/* The histograms with samples, grouped by family. */
+static void render_histograms(FILE *f, const char *labels)
+{
+	const struct lsq_histogram *all = lsq_histograms();
+
+	for (const struct lsq_histogram *h = all; h; h = h->next) {
+		bool shown = false;
+
+		for (const struct lsq_histogram *e = all; e != h; e = e->next)
+			shown = shown || (has_samples(e) &&
+					  strcmp(e->name, h->name) == 0);
+		if (shown || !has_samples(h))
+			continue;
+		fprintf(f, "# HELP " PREFIX "%s %s\n# TYPE " PREFIX
+			"%s histogram\n", h->name, h->help, h->name);
+		for (const struct lsq_histogram *e = h; e; e = e->next)
+			if (has_samples(e) && strcmp(e->name, h->name) == 0)
+				render_histogram(f, e, labels);
+	}
+}
+
+char *lsq_metrics_render(const struct lsq_counter_set *set,
+			 const char *labels, size_t *len)
+{
+	char *out = NULL;
+	size_t size = 0;
+	FILE *f = open_memstream(&out, &size);
+
+	if (!f)
+		return NULL;
+	fprintf(f, "# HELP " PREFIX "build_info The version of sqfs-lazy-mount serving this mount.\n"
+		"# TYPE " PREFIX "build_info gauge\n"
+		PREFIX "build_info{version=\"%s\"} 1\n", LSQ_VERSION);
+	render_counters(f, set, labels);
+	render_histograms(f, labels);
+	if (fclose(f) != 0) {
+		free(out);
+		return NULL;
+	}
+	*len = size;
+	return out;
 }
 
 /* ---- binding ---- */

@@ -138,6 +138,18 @@ static const char *ratio(uint64_t hits, uint64_t misses, char *buf,
 	return buf;
 }
 
+/* A bucket's upper bound in ns as "25 ms"; past the last, "over 30 s". */
+static const char *ms_bound(uint64_t ns, char *buf, size_t size)
+{
+	if (ns == UINT64_MAX)
+		snprintf(buf, size, "over 30 s");
+	else if (ns >= 1000000000u)
+		snprintf(buf, size, "%g s", (double)ns / 1e9);
+	else
+		snprintf(buf, size, "%g ms", (double)ns / 1e6);
+	return buf;
+}
+
 static void ago(time_t then, char *buf, size_t size)
 {
 	long s = (long)(time(NULL) - then);
@@ -190,6 +202,22 @@ static void print_status(const char *mountpoint, const char *st,
 		       num(st, "http_retries"), num(st, "source_failures"),
 		       (double)num(st, "http_rtt_us") / 1000.0,
 		       num(st, "http_in_flight"));
+		if (num(info, "mirrors") > 1) {
+			const char *mirror = field(info, "mirror", &n);
+
+			printf("  mirror in use: %.*s (%" PRIu64 " of %" PRIu64
+			       ")\n", (int)n, mirror,
+			       num(info, "mirror_index") + 1,
+			       num(info, "mirrors"));
+		}
+		if (num(info, "network_waits"))
+			printf("  reads waited for the network %" PRIu64
+			       " times: half within %s, 99%% within %s\n",
+			       num(info, "network_waits"),
+			       ms_bound(num(info, "network_wait_p50_ns"), a,
+					sizeof(a)),
+			       ms_bound(num(info, "network_wait_p99_ns"), b,
+					sizeof(b)));
 	} else {
 		printf("  read %s from the file in %" PRIu64 " reads, %" PRIu64
 		       " failed\n", size_str(num(st, "source_bytes"), a,

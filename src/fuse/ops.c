@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/fuse.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/bufpool.h"
+#include "common/histogram.h"
 #include "common/log.h"
 #include "common/scratch.h"
 #include "fuse/inode_map.h"
@@ -30,6 +32,9 @@
 #include "fuse/uring.h"
 #include "lsq/error.h"
 #include "profile/recorder.h"
+
+/* FUSE requests being answered now (the timed operations below). */
+static atomic_uint_least64_t requests_in_flight;
 
 /* SquashFS stores names of up to 256 bytes (the kernel driver's
  * SQUASHFS_NAME_LEN); fuse_add_direntry() wants them NUL-terminated. */
@@ -604,6 +609,8 @@ void lsq_mount_counters(const struct lsq_mount *m, lsq_counter_fn fn,
 	lsq_uring_get_stats(m->uring, &rings, &requests);
 	fn(ctx, "fuse_ring_threads", rings, LSQ_COUNTER_GAUGE);
 	fn(ctx, "fuse_ring_requests", requests, LSQ_COUNTER_TOTAL);
+	fn(ctx, "fuse_in_flight", atomic_load(&requests_in_flight),
+	   LSQ_COUNTER_GAUGE);
 	read_process(&rss, &peak, &threads);
 	fn(ctx, "process_rss_bytes", rss, LSQ_COUNTER_GAUGE);
 	fn(ctx, "process_rss_peak_bytes", peak, LSQ_COUNTER_GAUGE);
@@ -758,22 +765,50 @@ out:
 	free(buf);
 }
 
+/* Each answered operation is timed, from the call to the return (its
+ * reply is sent within), and counted while it runs (requests_in_flight).
+ */
+
+#define TIMED(op, params, args)                                            	static LSQ_HISTOGRAM(op##_seconds, "fuse_request_seconds",          			     "Time from a FUSE request to its answer.",    			     "op", #op, LSQ_HISTOGRAM_NS)                   	static void timed_##op params                                       	{                                                                   		uint64_t start = lsq_now_ns();                              									    		atomic_fetch_add_explicit(&requests_in_flight, 1,           					  memory_order_relaxed);            		lsq_op_##op args;                                           		atomic_fetch_sub_explicit(&requests_in_flight, 1,           					  memory_order_relaxed);            		lsq_histogram_add(&op##_seconds, lsq_now_ns() - start);     	}
+
+TIMED(lookup, (fuse_req_t r, fuse_ino_t p, const char *n), (r, p, n))
+TIMED(getattr, (fuse_req_t r, fuse_ino_t i, struct fuse_file_info *f),
+      (r, i, f))
+TIMED(readlink, (fuse_req_t r, fuse_ino_t i), (r, i))
+TIMED(open, (fuse_req_t r, fuse_ino_t i, struct fuse_file_info *f), (r, i, f))
+TIMED(read, (fuse_req_t r, fuse_ino_t i, size_t s, off_t o,
+	     struct fuse_file_info *f), (r, i, s, o, f))
+TIMED(release, (fuse_req_t r, fuse_ino_t i, struct fuse_file_info *f),
+      (r, i, f))
+TIMED(opendir, (fuse_req_t r, fuse_ino_t i, struct fuse_file_info *f),
+      (r, i, f))
+TIMED(readdir, (fuse_req_t r, fuse_ino_t i, size_t s, off_t o,
+		struct fuse_file_info *f), (r, i, s, o, f))
+TIMED(readdirplus, (fuse_req_t r, fuse_ino_t i, size_t s, off_t o,
+		    struct fuse_file_info *f), (r, i, s, o, f))
+TIMED(releasedir, (fuse_req_t r, fuse_ino_t i, struct fuse_file_info *f),
+      (r, i, f))
+TIMED(statfs, (fuse_req_t r, fuse_ino_t i), (r, i))
+TIMED(getxattr, (fuse_req_t r, fuse_ino_t i, const char *n, size_t s),
+      (r, i, n, s))
+TIMED(listxattr, (fuse_req_t r, fuse_ino_t i, size_t s), (r, i, s))
+
 const struct fuse_lowlevel_ops lsq_fuse_ops = {
 	.init = lsq_op_init,
 	.destroy = lsq_op_destroy,
-	.lookup = lsq_op_lookup,
+	.lookup = timed_lookup,
 	.forget = lsq_op_forget,
 	.forget_multi = lsq_op_forget_multi,
-	.getattr = lsq_op_getattr,
-	.readlink = lsq_op_readlink,
-	.open = lsq_op_open,
-	.read = lsq_op_read,
-	.release = lsq_op_release,
-	.opendir = lsq_op_opendir,
-	.readdir = lsq_op_readdir,
-	.readdirplus = lsq_op_readdirplus,
-	.releasedir = lsq_op_releasedir,
-	.statfs = lsq_op_statfs,
-	.getxattr = lsq_op_getxattr,
-	.listxattr = lsq_op_listxattr,
+	.getattr = timed_getattr,
+	.readlink = timed_readlink,
+	.open = timed_open,
+	.read = timed_read,
+	.release = timed_release,
+	.opendir = timed_opendir,
+	.readdir = timed_readdir,
+	.readdirplus = timed_readdirplus,
+	.releasedir = timed_releasedir,
+	.statfs = timed_statfs,
+	.getxattr = timed_getxattr,
+	.listxattr = timed_listxattr,
 };

@@ -15,7 +15,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/histogram.h"
 #include "common/log.h"
+#include "lsq/error.h"
 
 static const struct {
 	const char *name;
@@ -30,32 +32,38 @@ static const struct {
 	T(meta_misses),
 	T(meta_evictions),
 	G(meta_bytes),
+	G(meta_limit_bytes),
 	T(data_hits),
 	T(data_misses),
 	T(data_evictions),
 	G(data_bytes),
+	G(data_limit_bytes),
 	T(data_direct),
 	T(frag_hits),
 	T(frag_misses),
 	T(frag_evictions),
 	G(frag_bytes),
+	G(frag_limit_bytes),
 	T(decompress_calls),
 	T(decompress_ns),
 	T(block_cache_hits),
 	T(block_cache_misses),
 	T(block_cache_evictions),
 	G(block_cache_bytes),
+	G(block_cache_limit_bytes),
 	T(disk_cache_hits),
 	T(disk_cache_misses),
 	T(disk_cache_writes),
 	T(disk_cache_corrupt),
 	T(disk_cache_evictions),
 	G(disk_cache_bytes),
+	G(disk_cache_limit_bytes),
 	T(cas_hits),
 	T(cas_misses),
 	T(cas_writes),
 	T(cas_evictions),
 	G(cas_bytes),
+	G(cas_limit_bytes),
 	G(metadata_pinned_bytes),
 	T(http_requests),
 	T(http_bytes),
@@ -72,6 +80,7 @@ static const struct {
 	T(http_url_failures),
 	G(fuse_ring_threads),
 	T(fuse_ring_requests),
+	G(fuse_in_flight),
 	G(process_rss_bytes),
 	G(process_rss_peak_bytes),
 	G(process_threads),
@@ -169,9 +178,21 @@ static void one_line(char *s)
 			*s = ' ';
 }
 
+/* The q-quantile of histogram name (label value) in ns or bytes; 0
+ * without samples or where the histogram does not exist. */
+static uint64_t quantile(const char *name, const char *value, double q)
+{
+	const struct lsq_histogram *h = lsq_histogram_find(name, value);
+
+	return h ? lsq_histogram_quantile(h, q) : 0;
+}
+
 char *lsq_stats_info(const struct lsq_mount *m, size_t *len)
 {
 	const struct lsq_image_info *info = lsq_image_info(m->img);
+	const struct lsq_histogram *wait =
+		lsq_histogram_find("read_network_wait_seconds", NULL);
+	struct lsq_link link = { 0 };
 	char problem[512];
 	time_t when;
 	unsigned recent;
@@ -194,6 +215,18 @@ char *lsq_stats_info(const struct lsq_mount *m, size_t *len)
 		(long long)m->started, info->bytes_used, info->block_size,
 		info->compression_name ? info->compression_name : "unknown",
 		info->inode_count, recent, (long long)when, problem);
+	/* a URL's source: the copy answering now */
+	if (lsq_source_link(lsq_image_source(m->img), &link) == LSQ_OK &&
+	    link.mirrors > 1)
+		fprintf(f, "mirror %s\nmirror_index %u\nmirrors %u\n",
+			link.mirror, link.mirror_index, link.mirrors);
+	/* upper bounds of the buckets the quantiles fall in */
+	fprintf(f, "network_waits %" PRIu64 "\nnetwork_wait_p50_ns %" PRIu64
+		"\nnetwork_wait_p99_ns %" PRIu64 "\nfuse_read_p99_ns %" PRIu64
+		"\n", wait ? (uint64_t)atomic_load(&wait->count) : 0,
+		quantile("read_network_wait_seconds", NULL, 0.5),
+		quantile("read_network_wait_seconds", NULL, 0.99),
+		quantile("fuse_request_seconds", "read", 0.99));
 	if (fclose(f) != 0) {
 		free(out);
 		return NULL;

@@ -83,9 +83,13 @@ const char *lsq_source_http_backend(void)
 
 #else /* LSQ_HAVE_CURL */
 
+#include "common/histogram.h"
 #include "http/http_internal.h"
 
-static int http_read(struct lsq_source *src, struct lsq_read *rq)
+/* *waited: the read waited for the network (a transfer of its own, or
+ * one in flight that covers it), not only copied from memory. */
+static int read_from(struct lsq_source *src, struct lsq_read *rq,
+		     bool *waited_network)
 {
 	struct http_source *hs = (struct http_source *)src;
 	uint8_t *buf = rq->buf;
@@ -148,10 +152,12 @@ static int http_read(struct lsq_source *src, struct lsq_read *rq)
 			break;
 		/* someone is loading it: wait for that one load */
 		waited = waited || c->prefetch;
+		*waited_network = true;
 		pthread_cond_wait(&hs->cv, &hs->mu);
 	}
 
 	c = NULL;
+	*waited_network = true;
 	if (rq->speculative) {
 		pthread_mutex_unlock(&hs->mu);
 		return lsq_http_fetch(hs, buf, len, offset, true, &rq->origin);
@@ -183,6 +189,22 @@ static int http_read(struct lsq_source *src, struct lsq_read *rq)
 	pthread_mutex_lock(&hs->mu);
 	lsq_http_chunk_loaded(hs, c, ret);
 	pthread_mutex_unlock(&hs->mu);
+	return ret;
+}
+
+static LSQ_HISTOGRAM(network_wait, "read_network_wait_seconds",
+		     "Time a read someone waits for spent waiting for the "
+		     "network (reads served from memory are not counted).",
+		     NULL, NULL, LSQ_HISTOGRAM_NS)
+
+static int http_read(struct lsq_source *src, struct lsq_read *rq)
+{
+	uint64_t start = lsq_now_ns();
+	bool waited = false;
+	int ret = read_from(src, rq, &waited);
+
+	if (waited && !rq->speculative)
+		lsq_histogram_add(&network_wait, lsq_now_ns() - start);
 	return ret;
 }
 
@@ -324,6 +346,10 @@ static int http_link(const struct lsq_source *src, struct lsq_link *out)
 	out->rtt_us = atomic_load(&hs->win.rtt_ns) / 1000u;
 	out->rtt_samples = atomic_load(&hs->win.samples);
 	out->in_flight = atomic_load(&hs->in_flight);
+	out->mirrors = hs->nmirrors;
+	out->mirror_index = atomic_load(&hs->current) % hs->nmirrors;
+	out->mirror = hs->nmirrors > 1 ? hs->mirrors[out->mirror_index].shown
+				       : NULL;
 	return LSQ_OK;
 }
 

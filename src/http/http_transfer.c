@@ -21,9 +21,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/histogram.h"
 #include "common/log.h"
-#include "lsq/error.h"
 #include "http/http_internal.h"
+#include "lsq/error.h"
 
 void lsq_http_sleep_seconds(double s)
 {
@@ -450,6 +451,37 @@ static const char *request_url(struct xfer *x, char **owned)
 	return *owned;
 }
 
+/* Each request's time and size, by how it ended (enum verdict). */
+#define OUTCOME(v, name)                                                   \
+	static LSQ_HISTOGRAM(v##_seconds, "http_request_seconds",          \
+			     "Time from sending a range request to its "   \
+			     "end.", "outcome", name, LSQ_HISTOGRAM_NS)     \
+	static LSQ_HISTOGRAM(v##_bytes, "http_response_bytes",             \
+			     "Body bytes a range request received.",       \
+			     "outcome", name, LSQ_HISTOGRAM_BYTES)
+OUTCOME(V_OK, "ok")
+OUTCOME(V_RETRY, "retry")
+OUTCOME(V_TIMEOUT, "timeout")
+OUTCOME(V_CHANGED, "changed")
+OUTCOME(V_FATAL, "error")
+
+static void record_outcome(const struct xfer *x, uint64_t ns)
+{
+	static struct lsq_histogram *const seconds[] = {
+		[V_OK] = &V_OK_seconds, [V_RETRY] = &V_RETRY_seconds,
+		[V_TIMEOUT] = &V_TIMEOUT_seconds,
+		[V_CHANGED] = &V_CHANGED_seconds, [V_FATAL] = &V_FATAL_seconds,
+	};
+	static struct lsq_histogram *const bytes[] = {
+		[V_OK] = &V_OK_bytes, [V_RETRY] = &V_RETRY_bytes,
+		[V_TIMEOUT] = &V_TIMEOUT_bytes,
+		[V_CHANGED] = &V_CHANGED_bytes, [V_FATAL] = &V_FATAL_bytes,
+	};
+
+	lsq_histogram_add(seconds[x->verdict], ns);
+	lsq_histogram_add(bytes[x->verdict], x->got);
+}
+
 /* One GET of [x->off, x->off + x->want) from mirror m into x->buf. */
 void lsq_http_transfer(struct xfer *x, const struct curl_slist *headers)
 {
@@ -458,6 +490,7 @@ void lsq_http_transfer(struct xfer *x, const struct curl_slist *headers)
 	struct handle *h;
 	char range[64], *url_copy;
 	const char *url;
+	uint64_t start;
 	CURLcode rc;
 
 	url = request_url(x, &url_copy);
@@ -493,6 +526,7 @@ void lsq_http_transfer(struct xfer *x, const struct curl_slist *headers)
 	x->why[0] = '\0';
 	atomic_fetch_add_explicit(&hs->requests, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&hs->in_flight, 1, memory_order_relaxed);
+	start = lsq_now_ns();
 	rc = atomic_load(&hs->engine_on) ? lsq_http_engine_perform(hs, h)
 					 : curl_easy_perform(h->curl);
 	atomic_fetch_sub_explicit(&hs->in_flight, 1, memory_order_relaxed);
@@ -529,6 +563,7 @@ void lsq_http_transfer(struct xfer *x, const struct curl_slist *headers)
 				 x->s3_code);
 		}
 	}
+	record_outcome(x, lsq_now_ns() - start);
 	curl_easy_setopt(h->curl, CURLOPT_HTTPHEADER, NULL);
 	curl_slist_free_all(signed_headers);
 	release_handle(hs, h);

@@ -394,7 +394,7 @@ void lsq_image_statfs(const struct lsq_image *img, struct statvfs *st)
 
 /* A decompressed cache's counters, named PREFIX_hits and so on. */
 static void cache_counters(const struct lsq_block_cache *cache,
-			   const char *const names[4], lsq_counter_fn fn,
+			   const char *const names[5], lsq_counter_fn fn,
 			   void *ctx)
 {
 	struct lsq_block_cache_stats cs;
@@ -404,17 +404,21 @@ static void cache_counters(const struct lsq_block_cache *cache,
 	fn(ctx, names[1], cs.misses, LSQ_COUNTER_TOTAL);
 	fn(ctx, names[2], cs.evictions, LSQ_COUNTER_TOTAL);
 	fn(ctx, names[3], cs.bytes, LSQ_COUNTER_GAUGE);
+	fn(ctx, names[4], cs.budget, LSQ_COUNTER_GAUGE);
 }
 
 void lsq_image_counters(const struct lsq_image *img, lsq_counter_fn fn,
 			void *ctx)
 {
-	static const char *const meta[4] = { "meta_hits", "meta_misses",
-					     "meta_evictions", "meta_bytes" };
-	static const char *const data[4] = { "data_hits", "data_misses",
-					     "data_evictions", "data_bytes" };
-	static const char *const frag[4] = { "frag_hits", "frag_misses",
-					     "frag_evictions", "frag_bytes" };
+	static const char *const meta[5] = {
+		"meta_hits", "meta_misses", "meta_evictions", "meta_bytes",
+		"meta_limit_bytes" };
+	static const char *const data[5] = {
+		"data_hits", "data_misses", "data_evictions", "data_bytes",
+		"data_limit_bytes" };
+	static const char *const frag[5] = {
+		"frag_hits", "frag_misses", "frag_evictions", "frag_bytes",
+		"frag_limit_bytes" };
 	uint64_t calls, ns;
 
 	fn(ctx, "source_reads", atomic_load(&img->src->stats.reads),

@@ -322,6 +322,7 @@ static void ram_counters(const struct lsq_source *src, lsq_counter_fn fn,
 	fn(ctx, "block_cache_misses", s.misses + s.waits, LSQ_COUNTER_TOTAL);
 	fn(ctx, "block_cache_evictions", s.evictions, LSQ_COUNTER_TOTAL);
 	fn(ctx, "block_cache_bytes", s.bytes, LSQ_COUNTER_GAUGE);
+	fn(ctx, "block_cache_limit_bytes", s.budget, LSQ_COUNTER_GAUGE);
 	fn(ctx, "prefetch_requests", atomic_load(&rl->pf_requests),
 	   LSQ_COUNTER_TOTAL);
 	fn(ctx, "prefetch_bytes", atomic_load(&rl->pf_bytes),

@@ -227,6 +227,7 @@ static void store_counters(const struct lsq_source *src, lsq_counter_fn fn,
 		fn(ctx, "disk_cache_evictions", s.evictions,
 		   LSQ_COUNTER_TOTAL);
 		fn(ctx, "disk_cache_bytes", s.bytes, LSQ_COUNTER_GAUGE);
+		fn(ctx, "disk_cache_limit_bytes", s.budget, LSQ_COUNTER_GAUGE);
 	}
 	if (st->cas) {
 		struct lsq_cas_stats s;
@@ -237,6 +238,7 @@ static void store_counters(const struct lsq_source *src, lsq_counter_fn fn,
 		fn(ctx, "cas_writes", s.writes, LSQ_COUNTER_TOTAL);
 		fn(ctx, "cas_evictions", s.evictions, LSQ_COUNTER_TOTAL);
 		fn(ctx, "cas_bytes", s.bytes, LSQ_COUNTER_GAUGE);
+		fn(ctx, "cas_limit_bytes", s.budget, LSQ_COUNTER_GAUGE);
 	}
 	fn(ctx, "background_requests", atomic_load(&st->bg_requests),
 	   LSQ_COUNTER_TOTAL);

@@ -4,8 +4,10 @@ the daemon keeps serving afterwards. The bounds come from each mount's
 timeouts and retries (timing.py), not from how fast this machine is."""
 
 import os
+import subprocess
 
-from conftest import FaultServer, check_eio, read_with_timeout, try_mount
+from conftest import (FaultServer, check_eio, daemon, read_with_timeout,
+                      try_mount)
 from timing import WAIT, bound, fetch_seconds, run_threads, wait_for
 
 FAST = ["timeout=2", "connect_timeout=1", "retries=3"]
@@ -282,6 +284,11 @@ def test_mirror_failover(mounts, fault_server, small_image):
         assert dt < fault_bound(0, 3), dt
         assert any(r["range"] and r["status"] == 206 and
                    r["range"] != "bytes=0-65535" for r in mirror.requests())
+        # --status names the copy in use now
+        out = subprocess.run([daemon(), "--status", m.mnt], text=True,
+                             capture_output=True, timeout=30).stdout
+        assert "mirror in use: %s (2 of 2)" % mirror.url("/copy.sqfs") \
+            in out, out
         # and back: the mirror fails, the primary has recovered
         mirror.set_fault("status", code=500)
         fault_server.clear_fault()

@@ -20,9 +20,16 @@ from servers import free_port
 from test_cache import stats
 
 # gauges that move by themselves between two reads of the counters
-# (the scrape's own connection is one more descriptor)
+# (the scrape's own connection is one more descriptor; --stats is read
+# through a FUSE request, which is in flight while it counts)
 MOVING = {"process_rss_bytes", "process_rss_peak_bytes", "buffer_pool_bytes",
-          "process_threads", "process_open_fds"}
+          "process_threads", "process_open_fds", "fuse_in_flight"}
+MOUNT_LABELS = {"mountpoint", "image"}
+# the caches' counters are families with a cache label (docs/metrics.md)
+CACHES = {"meta_": "metadata", "data_": "data", "frag_": "fragment",
+          "block_cache_": "block", "disk_cache_": "disk", "cas_": "store"}
+CACHE_KINDS = {"hits", "misses", "evictions", "bytes", "limit_bytes",
+               "writes", "corrupt"}
 
 
 def scrape_tcp(port, path="/metrics"):
@@ -59,24 +66,45 @@ def unix(path):
     return connect
 
 
-def samples(text):
-    """{metric name: (labels, value)} of an exposition."""
-    out = {}
+def parse_labels(text):
+    """{key: value} of 'a="x",b="y"' (values without escapes)."""
+    return dict(re.findall(r'([a-z_]+)="([^"]*)"', text))
+
+
+def series(text):
+    """[(name, {label: value}, value)] of an exposition, in order."""
+    out = []
     for line in text.splitlines():
         if not line or line.startswith("#"):
             continue
         name_labels, value = line.rsplit(" ", 1)
         name, _, labels = name_labels.partition("{")
-        out[name] = ("{" + labels if labels else "", float(value))
+        out.append((name, parse_labels(labels), float(value)))
+    return out
+
+
+def samples(text):
+    """{(metric name, label=value of the labels other than the mount's):
+    (labels, value)} of an exposition."""
+    out = {}
+    for name, labels, value in series(text):
+        extra = ",".join("%s=%s" % kv for kv in sorted(labels.items())
+                         if kv[0] not in MOUNT_LABELS)
+        out[(name, extra)] = (labels, value)
     return out
 
 
 def prom_name(stat):
-    """The exposition's name of a --stats counter (metrics.c)."""
+    """The exposition's name, extra label and scale of a --stats counter
+    (docs/metrics.md)."""
+    for prefix, cache in CACHES.items():
+        if stat.startswith(prefix) and stat[len(prefix):] in CACHE_KINDS:
+            return ("sqfs_lazy_cache_" + stat[len(prefix):],
+                    "cache=" + cache, 1)
     for unit, scale in (("_ns", 1e9), ("_us", 1e6)):
         if stat.endswith(unit):
-            return "sqfs_lazy_" + stat[:-3] + "_seconds", scale
-    return "sqfs_lazy_" + stat, 1
+            return "sqfs_lazy_" + stat[:-3] + "_seconds", "", scale
+    return "sqfs_lazy_" + stat, "", 1
 
 
 def promtool():
@@ -102,30 +130,101 @@ def test_every_counter_with_its_value(nginx, mounts):
     assert status == 200
     assert ctype.startswith("text/plain; version=0.0.4"), ctype
     got = samples(text)
-    assert got["sqfs_lazy_build_info"][1] == 1
-    assert 'version="' in got["sqfs_lazy_build_info"][0]
+    info = got[("sqfs_lazy_build_info", "version=" + got_version(text))]
+    assert info[1] == 1
     # the mount is idle: every counter reads as --stats read it
     missing, differ = [], []
     for k, v in st.items():
-        name, scale = prom_name(k)
-        cand = [n for n in (name + "_total", name) if n in got]
+        name, extra, scale = prom_name(k)
+        cand = [key for key in ((name + "_total", extra), (name, extra))
+                if key in got]
         if not cand:
             missing.append(k)
             continue
         labels, value = got[cand[0]]
-        assert 'mountpoint="%s"' % os.path.realpath(m.mnt) in labels, labels
-        assert 'image="%s"' % nginx.url("img.sqfs") in labels, labels
+        assert labels["mountpoint"] == os.path.realpath(m.mnt), labels
+        assert labels["image"] == nginx.url("img.sqfs"), labels
         if k not in MOVING and abs(value * scale - v) > 0.5:
             differ.append((k, v, value))
     assert not missing, missing
     assert not differ, differ
+    # the caches' budgets beside their use: the defaults for a URL
+    assert got[("sqfs_lazy_cache_limit_bytes", "cache=data")][1] == 32 << 20
+    assert got[("sqfs_lazy_cache_limit_bytes", "cache=block")][1] == \
+        256 << 20
     # reads show
-    assert got["sqfs_lazy_http_requests_total"][1] > 0
+    assert got[("sqfs_lazy_http_requests_total", "")][1] > 0
     with open(os.path.join(m.mnt, "large.bin"), "rb") as f:
         f.read(1 << 20)
     after = samples(scrape_tcp(port)[2])
-    assert after["sqfs_lazy_http_bytes_total"][1] > \
-        got["sqfs_lazy_http_bytes_total"][1]
+    assert after[("sqfs_lazy_http_bytes_total", "")][1] > \
+        got[("sqfs_lazy_http_bytes_total", "")][1]
+
+
+def got_version(text):
+    return re.search(r'sqfs_lazy_build_info\{version="([^"]*)"', text)[1]
+
+
+def histogram(text, name, **labels):
+    """(cumulative bucket counts by le, sum, count) of one series."""
+    buckets, total, count = {}, None, None
+    for n, lab, v in series(text):
+        if any(lab.get(k) != want for k, want in labels.items()):
+            continue
+        if n == name + "_bucket":
+            buckets[lab["le"]] = v
+        elif n == name + "_sum":
+            total = v
+        elif n == name + "_count":
+            count = v
+    return buckets, total, count
+
+
+def test_histograms(nginx, mounts):
+    """The latency histograms: FUSE requests by operation, HTTP requests
+    by outcome, the network waits of reads, decompression by codec. Each
+    is cumulative, ends in +Inf equal to its count, and counts what the
+    counters count."""
+    port = free_port()
+    m = mounts(nginx.url("img.sqfs"), ["metrics=127.0.0.1:%d" % port,
+                                       "background=off", "prefetch=off"])
+    reads = 0
+    with open(os.path.join(m.mnt, "large.bin"), "rb", buffering=0) as f:
+        while f.read(128 << 10):
+            reads += 1
+    st = stats(m.mnt)
+    text = scrape_tcp(port)[2]
+    for name, labels in (("fuse_request_seconds", {"op": "read"}),
+                         ("fuse_request_seconds", {"op": "lookup"}),
+                         ("http_request_seconds", {"outcome": "ok"}),
+                         ("http_response_bytes", {"outcome": "ok"}),
+                         ("read_network_wait_seconds", {})):
+        b, total, count = histogram(text, "sqfs_lazy_" + name, **labels)
+        assert b and count, (name, labels, text[-3000:])
+        values = list(b.values())
+        assert values == sorted(values), (name, b)
+        assert list(b)[-1] == "+Inf" and values[-1] == count, (name, b)
+        assert total > 0, (name, total)
+    # every read reached the daemon (the kernel may merge or split them)
+    assert histogram(text, "sqfs_lazy_fuse_request_seconds",
+                     op="read")[2] >= 1
+    # every range request has an outcome; all went well
+    outcomes = sum(v for n, lab, v in series(text)
+                   if n == "sqfs_lazy_http_request_seconds_count")
+    assert outcomes == st["http_requests"], (outcomes, st["http_requests"])
+    assert outcomes == histogram(text, "sqfs_lazy_http_request_seconds",
+                                 outcome="ok")[2], "a request went wrong"
+    body = sum(v for n, lab, v in series(text)
+               if n == "sqfs_lazy_http_response_bytes_sum")
+    assert body == st["http_bytes"], (body, st["http_bytes"])
+    # a cold read waited for the network at least once, and no more
+    # often than the reads the daemon answered
+    waits = histogram(text, "sqfs_lazy_read_network_wait_seconds")[2]
+    assert 1 <= waits <= st["source_reads"], (waits, st["source_reads"])
+    # one image, one codec: its decompressions are the counter's
+    codecs = [(lab["codec"], v) for n, lab, v in series(text)
+              if n == "sqfs_lazy_decompress_seconds_count"]
+    assert [v for _, v in codecs] == [st["decompress_calls"]], codecs
 
 
 def test_promtool_and_unix_socket(nginx, mounts, tmp_path):
@@ -258,7 +357,7 @@ def test_alert_rules_check():
     r = subprocess.run([promtool(), "check", "rules", rules],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, (r.stdout, r.stderr)
-    assert "3 rules found" in r.stdout, r.stdout
+    assert "4 rules found" in r.stdout, r.stdout
 
 
 def test_status_for_a_person(nginx, mounts):
@@ -283,6 +382,10 @@ def test_status_for_a_person(nginx, mounts):
     assert "fetched " in out and " in %d requests" % st["http_requests"] \
         in out, (out, st)
     assert "round trip " in out and "caches: data " in out, out
+    assert re.search(r"reads waited for the network [1-9][0-9]* times: "
+                     r"half within [0-9.]+ m?s, 99% within [0-9.]+ m?s",
+                     out), out
+    assert "mirror in use" not in out, out
     assert "prefetch:" not in out and "background:" not in out, out
     assert re.search(r"problems: [1-9][0-9]* in the last minute; the "
                      r"last, at ", out), out

@@ -21,6 +21,8 @@
 #                 on a kernel that offers them
 #   verify        -o verify=$SQFS_BENCH_VERIFY_KEY: what checking a signed
 #                 image costs (bench/verify_cost.sh signs the images)
+#   metrics       -o metrics=unix:SOCK, scraped every second while the
+#                 run lasts: what the endpoint and the histograms cost
 # Needs root (run.sh drops caches, loop-mounts, sets enable_uring).
 set -euo pipefail
 
@@ -67,11 +69,22 @@ for name in "${names[@]}"; do
 	uring) uring=on ;;
 	uring+off) uring=on args="-o io_uring=off" ;;
 	verify) args="-o verify=${SQFS_BENCH_VERIFY_KEY:?verify needs signed images and SQFS_BENCH_VERIFY_KEY (bench/verify_cost.sh)}" ;;
+	metrics) args="-o metrics=unix:$out/metrics.sock" ;;
 	*) echo "knobs.sh: unknown configuration $name" >&2; exit 2 ;;
 	esac
 	echo "== $name (enable_uring $uring${args:+, $args})" >&2
+	scraper=
+	if [ "$name" = metrics ]; then
+		metrics_scraper "$out/metrics.sock" "$out/scrapes-$name" &
+		scraper=$!
+	fi
 	SQFS_LAZY_ARGS=$args "$here/run.sh" --build "$build" \
 		--results "$out/runs/$name" --fuse-uring "$uring" "${run_args[@]}"
+	if [ -n "$scraper" ]; then
+		kill "$scraper"
+		wait "$scraper" 2>/dev/null || true
+		echo "== $name: $(wc -l <"$out/scrapes-$name") scrapes answered" >&2
+	fi
 done
 # the defaults are the reference, whatever order the runs took; without
 # them the first configuration named

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Run the libFuzzer targets for a while (default 300 s each).
 #   bash bench/fuzz.sh [SECONDS] [TARGET...]
-# Targets: superblock dir xattr image_walk http_response mount_options manifest metrics_request
+# Targets: superblock dir xattr image_walk http_response mount_options manifest metrics_request sif
 # (default: all, one after the other; JOBS=N runs N at once). Corpora grow in $WORK/corpus-TARGET
 # (seeded from tests/fuzz/corpus/TARGET, and the image targets also from
 # tests/fuzz/crashers); crashes
@@ -13,7 +13,7 @@ secs=${1:-300}
 shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] ||
-	targets=(superblock dir xattr image_walk http_response mount_options manifest metrics_request)
+	targets=(superblock dir xattr image_walk http_response mount_options manifest metrics_request sif)
 WORK=${WORK:-/tmp/sqfs-lazy-fuzz}
 JOBS=${JOBS:-1}
 mkdir -p "$WORK/findings"
@@ -33,7 +33,7 @@ run_target() {
 	mkdir -p "$corpus"
 	cp -n tests/fuzz/corpus/"$target"/* "$corpus/" 2>/dev/null || true
 	case $target in
-	http_response | mount_options | manifest | metrics_request) ;;  # not images
+	http_response | mount_options | manifest | metrics_request | sif) ;;  # not images
 	*) cp -n tests/fuzz/crashers/* "$corpus/" 2>/dev/null || true ;;
 	esac
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \

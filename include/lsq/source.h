@@ -372,6 +372,11 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
  * the duration of the call only. */
 struct lsq_source_stack_options {
 	uint64_t offset;                       /* the image starts here */
+	/* with offset 0: a SIF file (format/sif.h) is opened as its
+	 * partition with object id sif_partition, 0: the primary system
+	 * partition */
+	bool find_sif;
+	uint32_t sif_partition;
 	const struct lsq_http_options *http;   /* URLs only; NULL: defaults */
 	const struct lsq_cache_options *cache; /* NULL or nothing asked: no
 						* caching layer */

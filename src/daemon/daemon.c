@@ -251,7 +251,10 @@ static int open_image(const struct lsq_mount_options *opt,
 	struct lsq_cache_options copts =
 		lsq_mount_cache_options(opt, lsq_source_is_url(opt->image));
 	struct lsq_source_stack_options so = {
-		.offset = opt->offset,
+		/* an explicit offset= wins over a SIF's partition */
+		.offset = opt->offset == LSQ_OFFSET_AUTO ? 0 : opt->offset,
+		.find_sif = opt->offset == LSQ_OFFSET_AUTO,
+		.sif_partition = opt->sif_partition,
 		.http = &opt->http_opts,
 		.cache = &copts,
 	};
@@ -326,6 +329,8 @@ static int run_mount(struct lsq_mount_options *opt)
 		.entry_timeout = opt->entry_timeout,
 		.attr_timeout = opt->attr_timeout,
 		.max_read = opt->max_read,
+		.uid = opt->uid,
+		.gid = opt->gid,
 		.handles_lock = PTHREAD_MUTEX_INITIALIZER,
 	};
 	struct stats_watcher watcher = { .running = false };

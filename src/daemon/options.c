@@ -273,7 +273,13 @@ static const char *const decomp_words[] = { "percpu", "single", NULL };
 /* The options, grouped as --help shows them. */
 static const struct mount_option mount_options[] = {
 	{ "offset", .kind = OPT_SIZE, FIELD(offset),
-	  .help = "the image starts at byte SIZE of IMAGE" },
+	  .help = "the image starts at byte SIZE of IMAGE",
+	  .dflt = "0, or a SIF file's SquashFS partition" },
+	{ "sif_partition", "sif_partition=ID", OPT_COUNT, FIELD(sif_partition),
+	  .min = 1, .max = UINT32_MAX,
+	  .help = "mount the SquashFS partition with object id ID of a SIF "
+		  "file (siftool list shows them)",
+	  .dflt = "the primary system partition" },
 	{ "threads", .kind = OPT_COUNT, FIELD(threads),
 	  .min = 1, .max = LSQ_MAX_THREADS,
 	  .help = "at most N request threads; by default " STR(LSQ_THREADS_PER_CPU)
@@ -354,6 +360,12 @@ static const struct mount_option mount_options[] = {
 	  .help = "kernel name cache timeout" },
 	{ "attr_timeout", .kind = OPT_SECONDS, FIELD(attr_timeout),
 	  .help = "kernel attribute cache timeout" },
+	{ "uid", .kind = OPT_COUNT, FIELD(uid), .max = LSQ_KEEP_OWNER - 1,
+	  .help = "report every entry as owned by user N (squashfuse's "
+		  "option)", .dflt = "the image's owners" },
+	{ "gid", .kind = OPT_COUNT, FIELD(gid), .max = LSQ_KEEP_OWNER - 1,
+	  .help = "report every entry as owned by group N",
+	  .dflt = "the image's groups" },
 	{ "dev", "dev, nodev", OPT_FLAG, FIELD(dev), .set = 1,
 	  .help = "honour device files", .dflt = "nodev" },
 	{ "nodev", "-", OPT_FLAG, FIELD(dev), .set = 0 },
@@ -690,6 +702,8 @@ static void set_defaults(struct lsq_mount_options *opt)
 {
 	memset(opt, 0, sizeof(*opt));
 	opt->mode = LSQ_MODE_MOUNT;
+	opt->offset = LSQ_OFFSET_AUTO;
+	opt->uid = opt->gid = LSQ_KEEP_OWNER;
 	opt->threads = lsq_default_threads();
 	opt->io_uring = -1;
 	opt->entry_timeout = LSQ_DEFAULT_TIMEOUT;

@@ -43,6 +43,8 @@ enum lsq_mount_mode {
 	LSQ_MODE_STATUS, /* --status MOUNTPOINT */
 };
 
+#define LSQ_OFFSET_AUTO UINT64_MAX
+
 /* -o verify= may name this many keys. */
 #define LSQ_MAX_VERIFY_KEYS 16
 
@@ -57,7 +59,10 @@ struct lsq_mount_options {
 	bool single_thread;
 	enum lsq_log_level log_level;  /* -o loglevel=, default info */
 	bool ignored_rw;        /* -o rw was given (and is ignored) */
+	/* -o offset=; LSQ_OFFSET_AUTO: 0, or a SIF file's partition
+	 * (-o sif_partition=ID, 0: the primary system partition) */
 	uint64_t offset;
+	unsigned sif_partition;
 	unsigned threads;
 	/* FUSE over io_uring where the kernel offers it: 1 asked for, -1 by
 	 * default (used, and quiet where absent), 0 off */
@@ -66,6 +71,9 @@ struct lsq_mount_options {
 	double entry_timeout;
 	double attr_timeout;
 	unsigned max_read;      /* 0: not given */
+	/* -o uid=, -o gid=: the owners of every entry, as squashfuse's
+	 * options set them; LSQ_KEEP_OWNER: the image's */
+	uint32_t uid, gid;
 	bool dev;
 	bool suid;
 	bool allow_other;

@@ -29,6 +29,8 @@
  * when, the last problem logged ("key value" lines, values are text). */
 #define LSQ_INFO_XATTR "user.sqfs-lazy.info"
 
+#define LSQ_KEEP_OWNER UINT32_MAX
+
 struct lsq_handle;
 struct lsq_recorder;
 struct lsq_uring;
@@ -44,6 +46,9 @@ struct lsq_mount {
 	double entry_timeout;   /* seconds; the image never changes */
 	double attr_timeout;
 	unsigned max_read;      /* -o max_read, 0 when not given */
+	/* -o uid=, -o gid=: every entry's owners; LSQ_KEEP_OWNER: the
+	 * image's */
+	uint32_t uid, gid;
 	struct fuse_session *se; /* set by the daemon before the loop runs */
 	struct lsq_uring *uring; /* same; NULL: requests over /dev/fuse */
 	/* a local file: a metadata miss is a pread, never a network wait */

@@ -140,6 +140,18 @@ static void handle_free(struct lsq_mount *m, struct lsq_handle *h)
 	free(h);
 }
 
+/* The attributes the kernel gets: the image's, but for the owners
+ * -o uid=/gid= set (as squashfuse's options do). */
+static void stat_of(const struct lsq_mount *m, const struct lsq_inode *inode,
+		    struct stat *st)
+{
+	lsq_image_stat(m->img, inode, st);
+	if (m->uid != LSQ_KEEP_OWNER)
+		st->st_uid = m->uid;
+	if (m->gid != LSQ_KEEP_OWNER)
+		st->st_gid = m->gid;
+}
+
 static void fill_entry(struct lsq_mount *m, const struct lsq_inode *inode,
 		       struct fuse_entry_param *e)
 {
@@ -148,7 +160,7 @@ static void fill_entry(struct lsq_mount *m, const struct lsq_inode *inode,
 	e->generation = 0;
 	e->entry_timeout = m->entry_timeout;
 	e->attr_timeout = m->attr_timeout;
-	lsq_image_stat(m->img, inode, &e->attr);
+	stat_of(m, inode, &e->attr);
 }
 
 static void lsq_op_init(void *userdata, struct fuse_conn_info *conn)
@@ -249,7 +261,7 @@ static void lsq_op_getattr(fuse_req_t req, fuse_ino_t ino,
 		lsq_reply_err(req, err);
 		return;
 	}
-	lsq_image_stat(m->img, &inode, &st);
+	stat_of(m, &inode, &st);
 	fuse_reply_attr(req, &st, m->attr_timeout);
 }
 

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "common/url.h"
+#include "format/sif.h"
 #include "lsq/error.h"
 #include "lsq/source.h"
 #include "source/layer.h"
@@ -54,26 +55,39 @@ static char *record_path(const char *dir, const char *url, uint64_t offset)
 	return path;
 }
 
-/* The identity is "URL\nSIZE\nOFFSET\nVALIDATOR" (http_open.c); the
- * record keeps "SIZE\nVALIDATOR". Best effort: a mount works without. */
+/* What an open without asking the server needs ("SIZE\nVALIDATOR",
+ * lsq_http_options.known) from a URL source's identity
+ * ("URL\nSIZE\nOFFSET\nVALIDATOR", http_open.c); NULL without one. */
+static char *known_of(const char *identity)
+{
+	const char *url_end = identity ? strchr(identity, '\n') : NULL;
+	const char *size_end = url_end ? strchr(url_end + 1, '\n') : NULL;
+	const char *offset_end = size_end ? strchr(size_end + 1, '\n') : NULL;
+	char *known;
+
+	if (!offset_end ||
+	    asprintf(&known, "%.*s\n%s", (int)(size_end - url_end - 1),
+		     url_end + 1, offset_end + 1) < 0)
+		return NULL;
+	return known;
+}
+
+/* The record keeps what known_of() gives. Best effort: a mount works
+ * without. */
 static void record_origin(const char *dir, const char *url, uint64_t offset,
 			  const char *identity)
 {
-	const char *url_end = strchr(identity, '\n');
-	const char *size_end = url_end ? strchr(url_end + 1, '\n') : NULL;
-	const char *offset_end = size_end ? strchr(size_end + 1, '\n') : NULL;
 	char *path = record_path(dir, url, offset), *tmp = NULL;
+	char *known = known_of(identity);
 	int fd;
 
-	if (!path || !offset_end || asprintf(&tmp, "%s.tmp", path) < 0)
+	if (!path || !known || asprintf(&tmp, "%s.tmp", path) < 0)
 		goto out;
 	/* before the disk cache, which would create it too */
 	(void)mkdir(dir, 0700);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd >= 0) {
-		bool ok = dprintf(fd, "%.*s\n%s",
-				  (int)(size_end - url_end - 1), url_end + 1,
-				  offset_end + 1) > 0;
+		bool ok = dprintf(fd, "%s", known) > 0;
 
 		if (close(fd) == 0 && ok)
 			(void)rename(tmp, path);
@@ -81,6 +95,7 @@ static void record_origin(const char *dir, const char *url, uint64_t offset,
 			(void)unlink(tmp);
 	}
 out:
+	free(known);
 	free(tmp);
 	free(path);
 }
@@ -194,6 +209,71 @@ static int open_file(const char *spec, const char *shown,
 	return ret;
 }
 
+/* A SIF file: *src becomes the source of its SquashFS partition, opened
+ * at its offset as offset= would. The header and the descriptors come
+ * from the bytes the open fetched already; a URL is opened again without
+ * asking the server (its size and validator are known), but the
+ * partition's first bytes cost a request of their own. */
+static int open_sif_partition(const char *spec, const char *shown,
+			      const struct lsq_source_stack_options *opt,
+			      struct lsq_source **src, char *err,
+			      size_t errlen)
+{
+	struct lsq_source_stack_options part = *opt;
+	uint8_t head[LSQ_SIF_HEADER_SIZE], *descr = NULL;
+	struct lsq_sif_partition p;
+	uint64_t size = (*src)->size, doff, dsize;
+	char why[320], *known = NULL;
+	uint32_t count;
+	int ret;
+
+	if (size < sizeof(head) ||
+	    lsq_source_read_at(*src, head, sizeof(head), 0) != LSQ_OK ||
+	    !lsq_sif_is(head, sizeof(head))) {
+		if (!opt->sif_partition)
+			return LSQ_OK;
+		snprintf(err, errlen, "%s: -o sif_partition=%u: not a SIF "
+			 "file", shown, opt->sif_partition);
+		ret = LSQ_ERR_INVALID;
+		goto fail;
+	}
+	ret = lsq_sif_descriptors(head, size, &doff, &dsize, &count, why,
+				  sizeof(why));
+	if (!ret) {
+		descr = malloc((size_t)dsize);
+		ret = descr ? lsq_source_read_at(*src, descr, (size_t)dsize,
+						 doff)
+			    : LSQ_ERR_NOMEM;
+		if (ret)
+			snprintf(why, sizeof(why), "SIF descriptors: %s",
+				 lsq_strerror(ret));
+	}
+	if (!ret)
+		ret = lsq_sif_partition(descr, count, doff, size,
+					opt->sif_partition, &p, why,
+					sizeof(why));
+	free(descr);
+	if (ret) {
+		snprintf(err, errlen, "%s: %s", shown, why);
+		goto fail;
+	}
+	part.offset = p.offset;
+	part.find_sif = false;
+	known = lsq_source_is_url(spec) ? known_of((*src)->identity) : NULL;
+	lsq_source_destroy(*src);
+	*src = NULL;
+	ret = lsq_source_is_url(spec)
+		      ? open_url(spec, shown, &part, known, src, err, errlen)
+		      : open_file(spec, shown, &part, src, err, errlen);
+	free(known);
+	return ret;
+fail:
+	/* the caller has no source on failure */
+	lsq_source_destroy(*src);
+	*src = NULL;
+	return ret;
+}
+
 /* The caching layers over src (owned from here on, destroyed on
  * failure). */
 static int stack_caches(struct lsq_source *src,
@@ -248,6 +328,8 @@ int lsq_source_open_stack(const char *spec,
 				  warnlen);
 	else
 		ret = open_file(spec, shown, opt, &src, err, errlen);
+	if (!ret && opt->find_sif && opt->offset == 0)
+		ret = open_sif_partition(spec, shown, opt, &src, err, errlen);
 	if (ret || !wants_cache(opt->cache)) {
 		free(shown);
 		if (!ret)

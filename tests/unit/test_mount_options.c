@@ -37,6 +37,9 @@ static void check_defaults(void)
 
 	CHECK_EQ_INT(parse(&opt, "ro"), LSQ_OK);
 	CHECK_EQ_INT(opt.io_uring, -1);
+	CHECK(opt.offset == LSQ_OFFSET_AUTO);  /* 0, or a SIF's partition */
+	CHECK_EQ_INT(opt.sif_partition, 0);
+	CHECK(opt.uid == LSQ_KEEP_OWNER && opt.gid == LSQ_KEEP_OWNER);
 	CHECK_EQ_INT(opt.prefetch_metadata, -1);
 	CHECK_EQ_INT(opt.verify, -1);
 	CHECK(opt.background == -1);
@@ -67,7 +70,11 @@ static void check_every_field(void)
 		"url_command=cmd x,aws_profile=p,credentials_file=/cf,"
 		"region=r,endpoint=http://e,verify=/k.pem,manifest=/mf,"
 		"loglevel=warning,_netdev,comment=x,x-systemd.automount,"
-		"allow_other,max_read=4096,noexec"), LSQ_OK);
+		"allow_other,max_read=4096,noexec,sif_partition=3,uid=0,"
+		"gid=4294967294"), LSQ_OK);
+	CHECK_EQ_INT(opt.sif_partition, 3);
+	CHECK_EQ_INT(opt.uid, 0);
+	CHECK(opt.gid == 4294967294u);
 	CHECK_EQ_INT(opt.offset, 4096);
 	CHECK_EQ_INT(opt.threads, 3);
 	CHECK_EQ_INT(opt.io_uring, 0);
@@ -145,6 +152,7 @@ static void check_refused(void)
 		"loglevel=loud", "loglevel", "io_uring=maybe", "cache_dir=",
 		"record=", "decomp=0", "decomp=4097", "background=2",
 		"retries=101", "max_connections=65", "max_read=0",
+		"uid=4294967295", "uid=-1", "gid=x", "sif_partition=0",
 		"busy_poll", "idle_poll=1", "same_cpu=on",
 		"verify=off,verify=/k.pem", "verify=/k.pem,verify=auto",
 		"mirror=a,mirror=a,mirror=a,mirror=a,mirror=a,mirror=a,"

@@ -12,6 +12,7 @@ PKGS=(
 	nginx-light fio valgrind attr python3 python3-pytest prometheus
 	util-linux kmod procps openssl ca-certificates curl
 	scdoc man-db groff-base debootstrap systemd systemd-container
+	build-essential debhelper dpkg-dev fakeroot lintian
 )
 
 missing=()

@@ -6,7 +6,8 @@
 # --rate-mbit. See bench/README.md ("Startup").
 #
 # usage: bench/startup.sh [options]
-#   --workloads LIST  python,gcc,grep,find (default: all; bench/startup_workloads.sh)
+#   --workloads LIST  python,gcc,grep,find,java (default: all;
+#                     bench/startup_workloads.sh)
 #   --rtts LIST       round trips in ms (default 0,20,50; 0 = nginx directly)
 #   --repeat N        runs per row and round trip; medians reported (3)
 #   --rows LIST       kernel,curl,lazy,nextver,profile,order,seq
@@ -79,7 +80,7 @@ has_row() { case ",$rows," in *",$1,"*) return 0 ;; esac; return 1; }
 mkdir -p "$work/mnt" "$work/nginx/www"
 exec 9>"$work/lock"
 flock -n 9 || die "another run uses $work"
-wl_setup
+wl_setup "${wl_list[@]}"
 for t in mksquashfs curl nginx unshare chroot /usr/bin/python3.11; do
 	command -v "$t" >/dev/null || die "$t missing"
 done

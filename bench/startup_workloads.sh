@@ -10,14 +10,20 @@
 # Trees are rootfs-like (usr/..., with bin, lib, lib64 -> usr/...) so that
 # a workload can chroot into the mount.
 
-WL_ALL=python,gcc,grep,find
+WL_ALL=python,gcc,grep,find,java
 
 # Packages the workloads need (installed by wl_setup when missing).
 WL_PACKAGES="python3.11 g++ binutils libc6-dev libstdc++-12-dev perl findutils grep util-linux coreutils squashfs-tools curl nginx"
+# and those of one workload, installed only when it runs
+WL_PACKAGES_java="openjdk-17-jdk-headless"
 
-wl_setup() {
-	local p missing=()
-	for p in $WL_PACKAGES; do
+wl_setup() {  # WORKLOAD...
+	local p w missing=() want=$WL_PACKAGES
+	for w in "$@"; do
+		p=WL_PACKAGES_$w
+		want="$want ${!p:-}"
+	done
+	for p in $want; do
 		dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null | grep -qx installed ||
 			missing+=("$p")
 	done
@@ -185,4 +191,51 @@ wl_find_run() {
 	want=$(cat "$WL_FIND_ENTRIES")
 	n=$(find "$1" -printf '%s %p\n' | wc -l)
 	[ "$n" = "$want" ] || { echo "find: $n entries, expected $want" >&2; return 1; }
+}
+
+# ------------------------------------------------------------ java
+# A JDK image: Debian's openjdk-17 (jre and jdk, headless), its
+# configuration in /etc and the libraries it loads. The start: chroot into
+# the mount (proc and a tmpfs on /tmp in a private mount namespace), javac
+# a small program and run it. The JVM maps libjvm.so and the jimage
+# lib/modules (over 100 MB) and reads them in scattered pieces, large and
+# small, with a few dozen small files: a start unlike the others.
+WL_JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64
+wl_java_desc() { echo "chroot MNT javac Hello.java && java Hello (a JVM: libjvm.so and the lib/modules jimage in scattered pieces)"; }
+wl_java_stamp() {
+	echo "java $(dpkg-query -W -f='${Version}' openjdk-17-jdk-headless 2>/dev/null) $(wl_du $WL_JAVA_HOME)"
+}
+wl_java_tree() {
+	local lib
+	wl_rootfs "$1"
+	mkdir -p "$1/proc" "$1/etc" "$1/usr/lib/jvm" "$1/src"
+	cp -a $WL_JAVA_HOME "$1/usr/lib/jvm/"
+	cp -a /etc/java-17-openjdk "$1/etc/"
+	wl_copy "$1" /lib64/ld-linux-x86-64.so.2 /usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2
+	for lib in $(find "$1$WL_JAVA_HOME" \( -name '*.so' -o -name java -o -name javac \) -print0 |
+		xargs -0 ldd 2>/dev/null | awk '/=>/ {print $3}' | sort -u); do
+		# the library's link and the file it names
+		[ -e "$1$(sed 's#^/lib/#/usr/lib/#' <<<"$lib")" ] ||
+			wl_copy "$1" "$lib" "$(readlink -f "$lib")"
+	done
+	cat >"$1/src/Hello.java" <<'EOF'
+import java.util.*;
+import java.util.stream.*;
+public class Hello {
+	public static void main(String[] args) {
+		Map<Integer, List<Integer>> m = IntStream.range(0, 10).boxed()
+			.collect(Collectors.groupingBy(i -> i % 3));
+		System.out.println("hello " + m.get(1).stream()
+			.max(Comparator.naturalOrder()).get());
+	}
+}
+EOF
+}
+wl_java_run() {
+	local out
+	out=$(unshare -m --propagation private sh -c 'mount -t proc proc "$1/proc" &&
+		mount -t tmpfs -o size=64m tmpfs "$1/tmp" &&
+		chroot "$1" "$2"/bin/javac -d /tmp /src/Hello.java &&
+		chroot "$1" "$2"/bin/java -cp /tmp Hello' sh "$1" "$WL_JAVA_HOME") &&
+		[ "$out" = "hello 7" ]
 }

@@ -23,6 +23,7 @@
 #                 image costs (bench/verify_cost.sh signs the images)
 #   metrics       -o metrics=unix:SOCK, scraped every second while the
 #                 run lasts: what the endpoint and the histograms cost
+#   metrics-storm the same, scraped by three clients as fast as it answers
 # Needs root (run.sh drops caches, loop-mounts, sets enable_uring).
 set -euo pipefail
 
@@ -69,7 +70,7 @@ for name in "${names[@]}"; do
 	uring) uring=on ;;
 	uring+off) uring=on args="-o io_uring=off" ;;
 	verify) args="-o verify=${SQFS_BENCH_VERIFY_KEY:?verify needs signed images and SQFS_BENCH_VERIFY_KEY (bench/verify_cost.sh)}" ;;
-	metrics) args="-o metrics=unix:$out/metrics.sock" ;;
+	metrics|metrics-storm) args="-o metrics=unix:$out/metrics.sock" ;;
 	*) echo "knobs.sh: unknown configuration $name" >&2; exit 2 ;;
 	esac
 	echo "== $name (enable_uring $uring${args:+, $args})" >&2
@@ -77,12 +78,18 @@ for name in "${names[@]}"; do
 	if [ "$name" = metrics ]; then
 		metrics_scraper "$out/metrics.sock" "$out/scrapes-$name" &
 		scraper=$!
+	elif [ "$name" = metrics-storm ]; then
+		for _ in 1 2 3; do
+			metrics_scraper "$out/metrics.sock" "$out/scrapes-$name" 0 &
+			scraper="$scraper $!"
+		done
 	fi
 	SQFS_LAZY_ARGS=$args "$here/run.sh" --build "$build" \
 		--results "$out/runs/$name" --fuse-uring "$uring" "${run_args[@]}"
 	if [ -n "$scraper" ]; then
-		kill "$scraper"
-		wait "$scraper" 2>/dev/null || true
+		# shellcheck disable=SC2086 # one pid or three
+		kill $scraper
+		wait $scraper 2>/dev/null || true
 		echo "== $name: $(wc -l <"$out/scrapes-$name") scrapes answered" >&2
 	fi
 done

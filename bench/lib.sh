@@ -243,13 +243,14 @@ meta_end() {
 	printf 'loadavg_end\t%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$1"
 }
 
-# Scrape -o metrics=unix:SOCK every second until killed, a line in OUT per
-# answered scrape (mounts come and go: a refused scrape is not counted).
-metrics_scraper() {  # SOCK OUT
-	: >"$2"
+# Scrape -o metrics=unix:SOCK every INTERVAL seconds (default 1; 0: as
+# fast as it answers) until killed, a line in OUT per answered scrape
+# (mounts come and go: a refused scrape is not counted).
+metrics_scraper() {  # SOCK OUT [INTERVAL]
+	: >>"$2"
 	while :; do
 		curl -sf --max-time 2 --unix-socket "$1" http://mount/metrics \
 			-o /dev/null 2>/dev/null && date +%s >>"$2"
-		sleep 1
+		sleep "${3:-1}"
 	done
 }

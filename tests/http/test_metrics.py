@@ -10,6 +10,7 @@ import re
 import shutil
 import socket
 import subprocess
+import threading
 import time
 import urllib.request
 
@@ -225,6 +226,53 @@ def test_histograms(nginx, mounts):
     codecs = [(lab["codec"], v) for n, lab, v in series(text)
               if n == "sqfs_lazy_decompress_seconds_count"]
     assert [v for _, v in codecs] == [st["decompress_calls"]], codecs
+
+
+def test_scrape_storm_during_reads(nginx, big_image, mounts):
+    """Three clients scraping as fast as they can while the whole tree is
+    read: every read returns the source's bytes, every scrape is answered
+    (200), and the counters they see only grow."""
+    port = free_port()
+    m = mounts(nginx.url("img.sqfs"), ["metrics=127.0.0.1:%d" % port,
+                                       "background=off"])
+    stop = threading.Event()
+    answered, bad, seen = [0], [], []
+
+    def storm():
+        last = 0
+        while not stop.is_set():
+            try:
+                status, _, text = scrape_tcp(port)
+            except OSError as e:
+                bad.append(repr(e))
+                continue
+            if status != 200:
+                bad.append(status)
+                continue
+            n = samples(text)[("sqfs_lazy_http_requests_total", "")][1]
+            if n < last:
+                seen.append((last, n))
+            last = n
+            answered[0] += 1
+
+    threads = [threading.Thread(target=storm, daemon=True) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        for root, _, files in os.walk(big_image["tree"]):
+            for name in files:
+                src = os.path.join(root, name)
+                rel = os.path.relpath(src, big_image["tree"])
+                with open(src, "rb") as a, \
+                        open(os.path.join(m.mnt, rel), "rb") as b:
+                    assert a.read() == b.read(), rel
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    assert not bad, bad[:5]
+    assert not seen, seen[:5]
+    assert answered[0] >= 10, answered
 
 
 def test_promtool_and_unix_socket(nginx, mounts, tmp_path):

@@ -266,6 +266,10 @@ static int open_sif_partition(const char *spec, const char *shown,
 		      ? open_url(spec, shown, &part, known, src, err, errlen)
 		      : open_file(spec, shown, &part, src, err, errlen);
 	free(known);
+	/* the partition, not what follows it: a manifest at its end is
+	 * found there, not past a signature object */
+	if (!ret && (*src)->size > p.size)
+		(*src)->size = p.size;
 	return ret;
 fail:
 	/* the caller has no source on failure */

@@ -184,6 +184,35 @@ def test_partition_choice_and_offset(images, mounts, tmp_path):
         assert f.read(5) == b"sif 1"
 
 
+def test_signed_partition_verified(tmp_path, mounts):
+    """A partition signed by sqfs-lazy-sign, followed by another object:
+    the partition ends where its descriptor says, so its manifest is found
+    there, and every block read is checked against it."""
+    from test_verify import _genkey, _tool
+    t = str(tmp_path / "tree")
+    tree(t, 3)
+    img = str(tmp_path / "signed.sqfs")
+    mksquashfs(t, img, "-comp", "gzip")
+    key = _genkey(str(tmp_path / "k.pem"))
+    subprocess.run([_tool("sqfs-lazy-sign"), "--key",
+                    str(tmp_path / "k.pem"), img], check=True,
+                   capture_output=True, timeout=60)
+    path = sif(tmp_path, "signed.sif", [(img, 2)])
+    trailer = tmp_path / "labels.json"
+    trailer.write_text('{"org.example.signed": "yes"}')
+    subprocess.run([siftool(), "add", path, str(trailer), "--datatype",
+                    "3"], check=True, capture_output=True)
+    (_, off, size, _, _), = partitions(path)
+    assert off + size < os.path.getsize(path)  # something follows it
+    m = mounts(path, ["verify=" + key])
+    same_as_kernel(path, off, m.mnt, tmp_path)
+    st = subprocess.run([daemon(), "--stats", m.mnt], capture_output=True,
+                        text=True, check=True).stdout
+    units = dict(line.split() for line in st.splitlines())
+    assert int(units["verify_units"]) > 0 and \
+        int(units["verify_mismatches"]) == 0, units
+
+
 def patched(path, out, at, fmt, value):
     data = bytearray(open(path, "rb").read())
     struct.pack_into(fmt, data, at, value)

@@ -498,3 +498,19 @@ def test_expiry_in_file_read_ahead(fault_server, small_image, mounts,
     assert_taken_up(fault_server.requests(), "token-two")
     assert "the credentials expire soon; using the credentials read again" \
         in m.log(), m.log()[-2000:]
+
+
+def test_sif_over_s3(s3, mounts, tmp_path):
+    """A SIF file as an S3 object: its primary partition found from the
+    header and descriptors, read through signed requests, the same as the
+    kernel's mount of the partition."""
+    from test_sif import partitions, same_as_kernel, sif
+    tree = str(tmp_path / "tree")
+    feature_tree(tree)
+    img = str(tmp_path / "part.sqfs")
+    mksquashfs(tree, img, "-comp", "zstd")
+    path = sif(tmp_path, "s3.sif", [(img, 2)])
+    s3.put("sif/s3.sif", path)
+    (_, off, _, _, _), = partitions(path)
+    m = mounts("s3://%s/sif/s3.sif" % BUCKET, s3_opts(s3, tmp_path))
+    same_as_kernel(path, off, m.mnt, tmp_path)

@@ -12,6 +12,8 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
 
 #include "common/counter_set.h"
 #include "fuse/mount.h"
@@ -24,6 +26,12 @@ struct lsq_metrics {
 	const struct lsq_mount *m;
 	pthread_t thread;
 	bool running;
+	/* the last exposition, answered again to scrapes within
+	 * RENDER_MIN_MS of it (metrics.c); the metrics thread's only */
+	char *body;
+	size_t body_len;
+	struct timespec rendered;
+	uint64_t renders;       /* sqfs_lazy_metrics_renders_total */
 };
 
 /* Off: what lsq_metrics_stop() may be given before any bind. */

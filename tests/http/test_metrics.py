@@ -157,6 +157,8 @@ def test_every_counter_with_its_value(nginx, mounts):
     assert got[("sqfs_lazy_http_requests_total", "")][1] > 0
     with open(os.path.join(m.mnt, "large.bin"), "rb") as f:
         f.read(1 << 20)
+    # a scrape within 100 ms of the last one gets the same rendering
+    time.sleep(0.15)
     after = samples(scrape_tcp(port)[2])
     assert after[("sqfs_lazy_http_bytes_total", "")][1] > \
         got[("sqfs_lazy_http_bytes_total", "")][1]
@@ -273,6 +275,19 @@ def test_scrape_storm_during_reads(nginx, big_image, mounts):
     assert not bad, bad[:5]
     assert not seen, seen[:5]
     assert answered[0] >= 10, answered
+    # scrapes within 100 ms of the last rendering get it again: a storm
+    # costs the daemon a rendering per 100 ms, not one a scrape
+    def renders():
+        time.sleep(0.15)
+        return samples(scrape_tcp(port)[2])[
+            ("sqfs_lazy_metrics_renders_total", "")][1]
+    before = renders()
+    t0 = time.monotonic()
+    for _ in range(50):
+        scrape_tcp(port)
+    spent = time.monotonic() - t0
+    made = renders() - before
+    assert 1 <= made <= 2 + spent / 0.1, (made, spent)
 
 
 def test_promtool_and_unix_socket(nginx, mounts, tmp_path):

@@ -618,7 +618,6 @@ static int store_value(struct lsq_mount_options *opt,
 	return LSQ_ERR_INVALID;
 }
 
-
 static int pass_on(struct fuse_args *pass, const char *item)
 {
 	char *arg;

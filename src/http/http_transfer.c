@@ -276,14 +276,6 @@ int lsq_http_s3_reload(struct http_source *hs, unsigned gen, const char *why)
 	return changed || newer ? 1 : 0;
 }
 
-static uint64_t monotonic_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Before signing: at most once a second, one thread looks whether the
  * credentials file was rewritten (a rotator's new keys) or the
  * credentials expire within LSQ_S3_RENEW_BEFORE_S, and reads it again
@@ -291,7 +283,7 @@ static uint64_t monotonic_ns(void)
  * stat() runs without s3_mu held. */
 static void s3_look_ahead(struct http_source *hs)
 {
-	uint64_t now = monotonic_ns(), next = atomic_load(&hs->s3_next_look_ns);
+	uint64_t now = lsq_now_ns(), next = atomic_load(&hs->s3_next_look_ns);
 	struct lsq_s3_file_stamp stamp;
 	int64_t expires, wall = (int64_t)time(NULL);
 	char *file = NULL;
@@ -595,7 +587,7 @@ double lsq_http_backoff(struct http_source *hs, unsigned attempt,
 
 static double seconds_until(uint64_t when_ns)
 {
-	uint64_t now = monotonic_ns();
+	uint64_t now = lsq_now_ns();
 
 	return when_ns > now ? (double)(when_ns - now) / 1e9 : 0;
 }
@@ -603,7 +595,7 @@ static double seconds_until(uint64_t when_ns)
 /* Hold every request of this source back for s seconds from now. */
 static void not_before(struct http_source *hs, double s)
 {
-	uint64_t want = monotonic_ns() + (uint64_t)(s * 1e9);
+	uint64_t want = lsq_now_ns() + (uint64_t)(s * 1e9);
 	uint64_t cur = atomic_load(&hs->not_before_ns);
 
 	while (cur < want &&

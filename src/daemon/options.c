@@ -320,7 +320,7 @@ static const struct mount_option mount_options[] = {
 	  .dflt = "on for URLs, off for files" },
 	{ "noprefetch_metadata", "-", OPT_FLAG, FIELD(prefetch_metadata),
 	  .set = 0 },
-	{ "cache_dir", .kind = OPT_TEXT, FIELD(cache_opts.dir),
+	{ "cache_dir", "cache_dir=DIR", OPT_TEXT, FIELD(cache_opts.dir),
 	  .expect = "a directory",
 	  .help = "persistent cache of fetched bytes, reused by later mounts "
 		  "of the same image; a verified image's blocks are kept by "
@@ -1027,10 +1027,7 @@ static const char *value_syntax(const struct mount_option *o)
 	case OPT_SIZE: return "=SIZE";
 	case OPT_COUNT: return "=N";
 	case OPT_SECONDS: return "=SECONDS";
-	case OPT_TEXT:
-		if (strstr(o->name, "dir"))
-			return "=DIR";
-		return "=PATH";
+	case OPT_TEXT: return "=PATH";
 	default: return "";
 	}
 }

@@ -206,14 +206,9 @@ def stage_install(stage, root):
                 shutil.copy2(real, dest)
 
 
-@pytest.fixture(scope="module")
-def container(tmp_path_factory, image):
-    """The booted container, once per module. Failing to make or boot it
-    fails every test of the module with one line and no traceback (pytest
-    re-raises a module fixture's failure without running it again)."""
-    require_mount_env()
-    for tool in ("systemd-nspawn", "debootstrap", "nsenter", "meson"):
-        require(shutil.which(tool) is not None, tool + " missing")
+def make_rootfs():
+    """The cached minbase rootfs (make_rootfs.sh, made once); failing to
+    make it fails the test with one line."""
     try:
         r = subprocess.run(["bash", os.path.join(HERE, "make_rootfs.sh"),
                             CACHE], capture_output=True, text=True,
@@ -224,7 +219,18 @@ def container(tmp_path_factory, image):
     if r.returncode != 0:
         pytest.fail("the container's rootfs could not be made: "
                     "make_rootfs.sh: " + last_line(r.stderr), pytrace=False)
-    root = r.stdout.strip().splitlines()[-1]
+    return r.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def container(tmp_path_factory, image):
+    """The booted container, once per module. Failing to make or boot it
+    fails every test of the module with one line and no traceback (pytest
+    re-raises a module fixture's failure without running it again)."""
+    require_mount_env()
+    for tool in ("systemd-nspawn", "debootstrap", "nsenter", "meson"):
+        require(shutil.which(tool) is not None, tool + " missing")
+    root = make_rootfs()
     work = tmp_path_factory.mktemp("container")
     os.chmod(work, 0o755)
     stage = work / "stage"

@@ -38,9 +38,9 @@ import subprocess
 
 import pytest
 
-from conftest import HERE, require, require_mount_env, source_dir
-from test_container import (CACHE, BootError, Container, expect, last_line,
-                            mounted, read_sums)
+from conftest import require, require_mount_env, source_dir
+from test_container import (BootError, Container, expect, last_line,
+                            make_rootfs, mounted, read_sums)
 
 VERSION1, VERSION2 = "0.1.0-1", "0.1.0-2"
 PACKAGES = ("sqfs-lazy", "sqfs-lazy-tools")
@@ -254,21 +254,6 @@ def test_lintian(debs):
     r, lines = lintian(debs[VERSION1]["changes"][0], "--no-override")
     tags = {l.split()[2] for l in lines if l.startswith("W:")}
     assert {"no-manual-page", "initial-upload-closes-no-bugs"} <= tags, lines
-
-
-def make_rootfs():
-    """test_container.py's rootfs: made once by make_rootfs.sh, cached."""
-    try:
-        r = subprocess.run(["bash", os.path.join(HERE, "make_rootfs.sh"),
-                            CACHE], capture_output=True, text=True,
-                           timeout=900)
-    except subprocess.TimeoutExpired:
-        pytest.fail("the container's rootfs could not be made: "
-                    "make_rootfs.sh took over 900 s", pytrace=False)
-    if r.returncode != 0:
-        pytest.fail("the container's rootfs could not be made: "
-                    "make_rootfs.sh: " + last_line(r.stderr), pytrace=False)
-    return r.stdout.strip().splitlines()[-1]
 
 
 def apt(c, *args, timeout=300, check=True):

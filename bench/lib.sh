@@ -130,7 +130,7 @@ pid $hdir/nginx.pid;
 error_log $hdir/error.log;
 events { worker_connections 1024; }
 http {
-  log_format ranges '\$msec \$request_method \$status \$bytes_sent "\$http_range" "\$request_uri" \$connection "\$http_user_agent"';
+  log_format ranges '\$msec \$request_method \$status \$bytes_sent "\$http_range" "\$request_uri" \$connection "\$http_user_agent" \$request_time';
   access_log $hdir/access.log ranges;
   default_type application/octet-stream;
   sendfile on;

@@ -105,6 +105,8 @@ static const struct {
 	G(background_units),
 	G(background_planned_bytes),
 	T(background_spans),
+	T(background_hot_files),
+	T(background_hot_spans),
 	G(background_done),
 	T(background_requests),
 	T(background_bytes),

@@ -18,6 +18,10 @@
  *     unclaimed unit, and fetch it with lsq_source_prefetch()
  *     (LSQ_PREFETCH_BACKGROUND): the source's speculative connections, no reservations (a reader
  *     never waits on a background range), units already kept skipped.
+ *     A large file a reader loaded a block of goes first (a program
+ *     faulting its binary in, a JVM its module image, each in scattered
+ *     pieces): the rest of it around the reader's last load in it, the
+ *     file a reader entered last first (lsq_background_note_load).
  *  3. stop when every unit was tried, the budget of fetched bytes is
  *     spent, the mount ends, or the origin keeps failing (after backing
  *     off); a span that takes long (a slow link or origin) drops to one
@@ -66,11 +70,25 @@
  * more readers at once get the link to themselves. */
 #define READERS_ALONGSIDE 1u
 #define MAX_UNITS (1u << 22)
+/* A file whose blocks span less is left to the latency window around a
+ * reader's miss, which covers it. */
+#define FILE_MIN GUIDE_ALIGN
 
 struct bg_unit {
 	uint64_t offset;
 	uint32_t len;
 	bool claimed;  /* protected by lsq_background.mu */
+};
+
+/* The data blocks of a large file: [start, end) of the image. */
+struct bg_file {
+	uint64_t start, end;
+};
+
+/* Readers in a large file (lsq_background_note_load). */
+struct bg_heat {
+	atomic_uint hot;             /* order readers entered it in, from 1 */
+	atomic_uint_least64_t last;  /* the last load, + 1 */
 };
 
 struct lsq_background {
@@ -88,12 +106,18 @@ struct lsq_background {
 	 * others, then only .claimed changes (under mu) */
 	struct bg_unit *units;
 	size_t nunits, cap;
+	struct bg_file *files;   /* sorted by start */
+	struct bg_heat *heat;    /* one per file */
+	size_t nfiles, files_cap;
+	atomic_bool planned;     /* files and heat are there */
+	atomic_uint hot_files;
 	size_t low;              /* no unclaimed unit below; under mu */
 	unsigned failures;       /* failed spans in a row; under mu */
 	unsigned active;         /* streams allowed to fetch; under mu */
 	uint64_t pending;        /* bytes of the spans in flight; under mu */
 
 	atomic_uint_least64_t planned_units, planned_bytes, fetched, spans;
+	atomic_uint_least64_t hot_spans;
 	atomic_uint running;     /* threads not yet ended */
 	atomic_uint in_flight;   /* spans being fetched */
 };
@@ -117,6 +141,35 @@ static int add_unit(void *ctx, uint64_t offset, uint32_t len)
 		bg->cap = ncap;
 	}
 	bg->units[bg->nunits++] = (struct bg_unit){ offset, len, false };
+	return LSQ_OK;
+}
+
+/* Note the file whose units were just added from units[first] on, if
+ * large: its data blocks lie side by side (the fragment block holding
+ * its tail, if any, lies elsewhere and ends the run). */
+static int add_file(struct lsq_background *bg, size_t first)
+{
+	uint64_t start, end;
+
+	if (first >= bg->nunits)
+		return LSQ_OK;
+	start = bg->units[first].offset;
+	end = start + bg->units[first].len;
+	for (size_t i = first + 1;
+	     i < bg->nunits && bg->units[i].offset == end; i++)
+		end += bg->units[i].len;
+	if (end - start < FILE_MIN)
+		return LSQ_OK;
+	if (bg->nfiles == bg->files_cap) {
+		size_t ncap = bg->files_cap ? 2 * bg->files_cap : 64;
+		void *n = realloc(bg->files, ncap * sizeof(*bg->files));
+
+		if (!n)
+			return LSQ_ERR_NOMEM;
+		bg->files = n;
+		bg->files_cap = ncap;
+	}
+	bg->files[bg->nfiles++] = (struct bg_file){ start, end };
 	return LSQ_OK;
 }
 
@@ -153,11 +206,16 @@ static int on_entry(void *ctx, const struct lsq_dirent *ent)
 		return 0;
 	/* a bad inode or block list is the reader's to report */
 	if (lsq_image_inode(w->bg->img, ent->ref, &ino) == LSQ_OK) {
+		size_t first = w->bg->nunits;
 		int ret = lsq_file_extents(w->bg->img, &ino, 0, UINT64_MAX,
 					   add_unit, w->bg);
 
 		if (ret == 1 || ret == LSQ_ERR_NOMEM) {
 			w->err = ret;
+			return 1;
+		}
+		if (add_file(w->bg, first) != LSQ_OK) {
+			w->err = LSQ_ERR_NOMEM;
 			return 1;
 		}
 	}
@@ -169,6 +227,13 @@ static int by_offset(const void *a, const void *b)
 	const struct bg_unit *x = a, *y = b;
 
 	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+static int by_start(const void *a, const void *b)
+{
+	const struct bg_file *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
 }
 
 static void plan(struct lsq_background *bg)
@@ -206,10 +271,23 @@ static void plan(struct lsq_background *bg)
 		bytes += bg->units[i].len;
 	}
 	bg->nunits = n;
-	atomic_store(&bg->planned_units, n);
+	/* hard links list a file twice */
+	qsort(bg->files, bg->nfiles, sizeof(*bg->files), by_start);
+	n = 0;
+	for (size_t i = 0; i < bg->nfiles; i++) {
+		if (n && bg->files[n - 1].start == bg->files[i].start)
+			continue;
+		bg->files[n++] = bg->files[i];
+	}
+	bg->nfiles = n;
+	bg->heat = calloc(n ? n : 1, sizeof(*bg->heat));
+	if (bg->heat)
+		atomic_store_explicit(&bg->planned, true, memory_order_release);
+	/* after planned: a read that sees the plan's counters is noted */
+	atomic_store(&bg->planned_units, bg->nunits);
 	atomic_store(&bg->planned_bytes, bytes);
-	lsq_debug("background fetch: %zu units, %llu bytes", n,
-		  (unsigned long long)bytes);
+	lsq_debug("background fetch: %zu units, %llu bytes, %zu large files",
+		  bg->nunits, (unsigned long long)bytes, n);
 }
 
 /* ---- fetching ---- */
@@ -228,6 +306,107 @@ static size_t lower_bound(const struct lsq_background *bg, uint64_t offset)
 			hi = mid;
 	}
 	return lo;
+}
+
+/* The large file holding offset, or NULL. */
+static const struct bg_file *file_at(const struct lsq_background *bg,
+				     uint64_t offset)
+{
+	size_t lo = 0, hi = bg->nfiles;
+
+	while (lo < hi) {  /* the first file starting past offset */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (bg->files[mid].start <= offset)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo && offset < bg->files[lo - 1].end)
+		return &bg->files[lo - 1];
+	return NULL;
+}
+
+void lsq_background_note_load(struct lsq_background *bg, uint64_t offset)
+{
+	const struct bg_file *f;
+	struct bg_heat *h;
+
+	if (!bg || !atomic_load_explicit(&bg->planned, memory_order_acquire))
+		return;
+	f = file_at(bg, offset);
+	if (!f)
+		return;
+	h = &bg->heat[f - bg->files];
+	atomic_store_explicit(&h->last, offset + 1, memory_order_relaxed);
+	if (!atomic_load_explicit(&h->hot, memory_order_relaxed))
+		atomic_store_explicit(&h->hot,
+				      atomic_fetch_add(&bg->hot_files, 1) + 1,
+				      memory_order_relaxed);
+}
+
+/* The unclaimed unit of file f closest below offset, moved down to the
+ * start of the span that ends with it (spans are claimed upwards);
+ * SIZE_MAX: none. Under mu. */
+static size_t below_in_file(const struct lsq_background *bg,
+			    const struct bg_file *f, uint64_t offset)
+{
+	size_t i = lower_bound(bg, offset), j;
+	uint64_t end;
+
+	while (i > 0 && bg->units[i - 1].offset >= f->start &&
+	       bg->units[i - 1].claimed)
+		i--;
+	if (i == 0 || bg->units[i - 1].offset < f->start)
+		return SIZE_MAX;
+	j = --i;
+	end = bg->units[i].offset + bg->units[i].len;
+	while (j > 0 && !bg->units[j - 1].claimed &&
+	       bg->units[j - 1].offset >= f->start &&
+	       end - bg->units[j - 1].offset <= bg->span_max)
+		j--;
+	return j;
+}
+
+/* The next span of the large file a reader entered last that has
+ * unclaimed units: past the latency window around the reader's last
+ * load in it, then down from there (that window's units are usually
+ * held already: no request). SIZE_MAX: none. Under mu. */
+static size_t pick_hot(struct lsq_background *bg)
+{
+	unsigned best = 0;
+	size_t pick = SIZE_MAX;
+
+	if (!atomic_load_explicit(&bg->planned, memory_order_acquire) ||
+	    !atomic_load(&bg->hot_files))
+		return SIZE_MAX;
+	for (size_t k = 0; k < bg->nfiles; k++) {
+		const struct bg_file *f = &bg->files[k];
+		unsigned hot = atomic_load_explicit(&bg->heat[k].hot,
+						    memory_order_relaxed);
+		uint64_t last, from;
+		size_t i;
+
+		if (hot <= best)
+			continue;
+		last = atomic_load_explicit(&bg->heat[k].last,
+					    memory_order_relaxed);
+		if (!last--)
+			continue;
+		from = (last | (GUIDE_ALIGN - 1)) + 1;
+		for (i = lower_bound(bg, from);
+		     i < bg->nunits && bg->units[i].offset < f->end &&
+		     bg->units[i].claimed; i++)
+			;
+		if (i >= bg->nunits || bg->units[i].offset >= f->end)
+			i = below_in_file(bg, f,
+					  from < f->end ? from : f->end);
+		if (i != SIZE_MAX) {
+			best = hot;
+			pick = i;
+		}
+	}
+	return pick;
 }
 
 /* Where the next span starts: past the last block a reader loaded, when
@@ -365,6 +544,7 @@ static void fetch(struct lsq_background *bg, unsigned stream)
 	while (!atomic_load(&bg->stop)) {
 		size_t first, n;
 		uint64_t got = 0, t0, took, span;
+		bool hot;
 		int ret;
 
 		if (stream >= bg->active) {  /* backed off: this one rests */
@@ -373,7 +553,9 @@ static void fetch(struct lsq_background *bg, unsigned stream)
 		}
 		/* readers are on the network (their own reads, or the
 		 * readahead serving them): start no span now (ours in
-		 * flight go on), so their requests have the link */
+		 * flight go on), so their requests have the link (not
+		 * yielding for a reader's file cost g++ and python at
+		 * 20 ms a little more than it gave the JVM) */
 		if (others_on_network(bg)) {
 			nap(bg, READER_NAP_NS);
 			continue;
@@ -382,7 +564,10 @@ static void fetch(struct lsq_background *bg, unsigned stream)
 		 * more than the last span */
 		if (atomic_load(&bg->fetched) + bg->pending >= bg->budget)
 			break;
-		first = pick_start(bg);
+		first = pick_hot(bg);
+		hot = first != SIZE_MAX;
+		if (!hot)
+			first = pick_start(bg);
 		if (first == SIZE_MAX)
 			break;
 		n = claim_span(bg, first);
@@ -414,6 +599,8 @@ static void fetch(struct lsq_background *bg, unsigned stream)
 		bg->pending -= span;
 		atomic_fetch_add(&bg->fetched, got);
 		atomic_fetch_add(&bg->spans, 1);
+		if (hot)
+			atomic_fetch_add(&bg->hot_spans, 1);
 		if (ret == LSQ_ERR_REMOTE_CHANGED) {
 			lsq_debug("background fetch: the image changed; stopping");
 			break;
@@ -532,7 +719,8 @@ int lsq_image_background(struct lsq_image *img,
 		lsq_background_destroy(bg);
 		return LSQ_ERR_NOMEM;
 	}
-	img->background = bg;
+	/* the read path looks for it (lsq_background_note_load) */
+	__atomic_store_n(&img->background, bg, __ATOMIC_RELEASE);
 	return LSQ_OK;
 }
 
@@ -553,6 +741,8 @@ void lsq_background_destroy(struct lsq_background *bg)
 	pthread_mutex_destroy(&bg->mu);
 	pthread_cond_destroy(&bg->cv);
 	free(bg->units);
+	free(bg->files);
+	free(bg->heat);
 	free(bg);
 }
 
@@ -566,6 +756,10 @@ void lsq_background_counters(const struct lsq_background *bg,
 	fn(ctx, "background_planned_bytes", atomic_load(&bg->planned_bytes),
 	   LSQ_COUNTER_GAUGE);
 	fn(ctx, "background_spans", atomic_load(&bg->spans),
+	   LSQ_COUNTER_TOTAL);
+	fn(ctx, "background_hot_files", atomic_load(&bg->hot_files),
+	   LSQ_COUNTER_TOTAL);
+	fn(ctx, "background_hot_spans", atomic_load(&bg->hot_spans),
 	   LSQ_COUNTER_TOTAL);
 	/* every stream has ended: planned, fetched, or stopped */
 	fn(ctx, "background_done", atomic_load(&bg->running) == 0,

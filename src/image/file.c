@@ -104,6 +104,8 @@ int lsq_data_block_load(struct lsq_image *img, uint64_t offset,
 	blk->key = offset;
 	atomic_store_explicit(&img->read_pos, offset + 1,
 			      memory_order_relaxed);
+	lsq_background_note_load(
+		__atomic_load_n(&img->background, __ATOMIC_ACQUIRE), offset);
 	ret = data_block_decode(img, offset, size_word, blk->data, out_cap,
 				run, long_work, &blk->size);
 	if (ret) {

@@ -180,6 +180,10 @@ bool lsq_prefetch_busy(const struct lsq_prefetch *pf);
 
 /* background.c: stop and free the background fetch (NULL is ignored) */
 void lsq_background_destroy(struct lsq_background *bg);
+/* background.c: a reader loaded the data block at offset: the rest of
+ * the large file it lies in is fetched next (NULL and a plan not made
+ * yet are ignored; no lock, a few relaxed atomics) */
+void lsq_background_note_load(struct lsq_background *bg, uint64_t offset);
 void lsq_background_counters(const struct lsq_background *bg,
 			     lsq_counter_fn fn, void *ctx);
 

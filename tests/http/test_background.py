@@ -585,3 +585,41 @@ def test_reads_racing_background(bg_fault, bg_image, kernel, mounts):
     assert st["background_units"] == len(bg_image["units"]), st
     assert st["background_requests"] > 0, st
     same_as_kernel(m.mnt, kernel)
+
+
+# ---------------------------------------------------------------------------
+# 8. A large file a reader is in comes first
+# ---------------------------------------------------------------------------
+
+def test_file_a_reader_is_in_comes_first(bg_fault, bg_image, kernel, mounts):
+    """A budget that the lowest-first order spends before it reaches z.bin
+    (the image's last file): one read in the middle of z.bin makes the
+    background fetch the rest of z.bin next, so reading it whole afterwards
+    costs no request. Spans trickle in (2 MiB take about 0.4 s), so only
+    the few in flight at the read were started before it."""
+    bg_fault.set_fault("slow", chunk=256 * 1024, pause=0.05,
+                       min_length=LARGE, max_offset=bg_image["data_end"])
+    z = bg_image["file_units"]["z.bin"]
+    z_start = min(o for o, _ in z)
+    budget = 0.7
+    # lowest first, the budget ends before z.bin
+    assert budget * bg_image["bytes_used"] < z_start, z_start
+    m = mounts(bg_fault.url("/" + NAME),
+               ["background=%g" % budget, "readahead=0"])
+    wait_stats(m.mnt, lambda st: st["background_units"] > 0, "a plan", 30)
+    path = os.path.join(m.mnt, "z.bin")
+    with open(path, "rb") as f:
+        f.seek(4 * MiB)
+        part = f.read(4096)
+    with open(os.path.join(kernel["mnt"], "z.bin"), "rb") as f:
+        f.seek(4 * MiB)
+        assert part == f.read(4096)
+    st = wait_done(m.mnt)
+    assert st["background_failures"] == 0, st
+    assert st["background_hot_files"] == 1, st
+    assert st["background_hot_spans"] >= 3, st
+    assert st["background_bytes"] <= budget * bg_image["bytes_used"] + \
+        SPAN, st
+    before = st["http_requests"]
+    same_as_kernel(m.mnt, kernel, ["z.bin"])
+    assert stats(m.mnt)["http_requests"] == before, (st, stats(m.mnt))

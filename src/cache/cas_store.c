@@ -16,6 +16,7 @@
 
 #include "cache/clock_shard.h"
 #include "common/endian.h"
+#include "common/file_io.h"
 #include "common/log.h"
 #include "lsq/error.h"
 
@@ -183,25 +184,6 @@ static void forget(struct lsq_cas_store *cas, const uint8_t *d)
 	free(e);
 }
 
-static int read_full(int fd, void *buf, size_t len)
-{
-	uint8_t *p = buf;
-	uint64_t off = 0;
-
-	while (len) {
-		ssize_t n = pread(fd, p, len, (off_t)off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return LSQ_ERR_IO;
-		p += n;
-		off += (uint64_t)n;
-		len -= (size_t)n;
-	}
-	return LSQ_OK;
-}
-
 int lsq_cas_read(struct lsq_cas_store *cas,
 		 const uint8_t digest[LSQ_CAS_DIGEST_SIZE], void *buf,
 		 size_t len)
@@ -218,7 +200,7 @@ int lsq_cas_read(struct lsq_cas_store *cas,
 	if (fd >= 0) {
 		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
 		    (uint64_t)st.st_size == len)
-			ret = read_full(fd, buf, len);
+			ret = lsq_pread_full(fd, buf, len, 0);
 		else  /* a digest has one length: this file is damaged */
 			(void)unlinkat(cas->dir_fd, name, 0);
 		close(fd);
@@ -257,9 +239,7 @@ static int write_file(struct lsq_cas_store *cas, const char *name,
 		      const void *buf, size_t len)
 {
 	char tmp[CAS_NAME_LEN + 64];
-	const uint8_t *p = buf;
-	size_t left = len;
-	int fd;
+	int fd, ret;
 
 	snprintf(tmp, sizeof(tmp), "%.2s/.tmp.%ld.%llu", name, (long)getpid(),
 		 (unsigned long long)atomic_fetch_add(&cas->tmp_seq, 1));
@@ -275,17 +255,8 @@ static int write_file(struct lsq_cas_store *cas, const char *name,
 	}
 	if (fd < 0)
 		return LSQ_ERR_IO;
-	while (left) {
-		ssize_t n = write(fd, p, left);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		p += n;
-		left -= (size_t)n;
-	}
-	if (close(fd) != 0 || left ||
+	ret = lsq_pwrite_full(fd, buf, len, 0);
+	if (close(fd) != 0 || ret ||
 	    renameat(cas->dir_fd, tmp, cas->dir_fd, name) != 0) {
 		int saved = errno;
 

@@ -39,6 +39,7 @@
 #include <zlib.h>
 
 #include "common/endian.h"
+#include "common/file_io.h"
 #include "common/log.h"
 #include "lsq/error.h"
 
@@ -149,38 +150,6 @@ static bool all_zero(const uint8_t *p, size_t n)
 	return true;
 }
 
-/* pread/pwrite until len bytes moved: both persist through short
- * transfers and EINTR; a zero-length transfer (end of file) is an error. */
-static int full_io(int fd, void *buf, size_t len, uint64_t off, bool write)
-{
-	uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = write ? pwrite(fd, p, len, (off_t)off)
-				  : pread(fd, p, len, (off_t)off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return LSQ_ERR_IO;
-		p += n;
-		len -= (size_t)n;
-		off += (uint64_t)n;
-	}
-	return LSQ_OK;
-}
-
-static int pread_full(int fd, void *buf, size_t len, uint64_t off)
-{
-	return full_io(fd, buf, len, off, false);
-}
-
-static int pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
-{
-	return full_io(fd, (void *)buf, len, off, true);
-}
-
-
 /* Free [off, off+len) whole blocks at a time. A hole punched only inside
  * the range would leave its edge blocks allocated for good (zeroed, but
  * shared with a neighbour that may go later): so punch the blocks around
@@ -200,10 +169,10 @@ static void punch(struct lsq_disk_cache *dc, uint64_t off, uint64_t len)
 		end = dc->image_size;
 		tail = (size_t)(end - off - len);
 	}
-	if (head && pread_full(dc->data_fd, edge, head, start) != LSQ_OK)
+	if (head && lsq_pread_full(dc->data_fd, edge, head, start) != LSQ_OK)
 		memset(edge, 0, head);
-	if (tail && pread_full(dc->data_fd, edge + dc->blksize, tail,
-			       off + len) != LSQ_OK)
+	if (tail && lsq_pread_full(dc->data_fd, edge + dc->blksize, tail,
+				   off + len) != LSQ_OK)
 		memset(edge + dc->blksize, 0, tail);
 	if (fallocate(dc->data_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 		      (off_t)start, (off_t)(end - start)) < 0) {
@@ -216,11 +185,11 @@ static void punch(struct lsq_disk_cache *dc, uint64_t off, uint64_t len)
 		return;
 	}
 	if (head && !all_zero(edge, head) &&
-	    pwrite_full(dc->data_fd, edge, head, start) != LSQ_OK)
+	    lsq_pwrite_full(dc->data_fd, edge, head, start) != LSQ_OK)
 		atomic_store(&dc->disabled, true);
 	if (tail && !all_zero(edge + dc->blksize, tail) &&
-	    pwrite_full(dc->data_fd, edge + dc->blksize, tail, off + len) !=
-		    LSQ_OK)
+	    lsq_pwrite_full(dc->data_fd, edge + dc->blksize, tail,
+			    off + len) != LSQ_OK)
 		atomic_store(&dc->disabled, true);
 	free(edge);
 }
@@ -263,7 +232,7 @@ int lsq_disk_cache_read(struct lsq_disk_cache *dc, void *buf, size_t len,
 	}
 	pthread_mutex_unlock(&sh->mu);
 	if (found) {
-		if (pread_full(dc->data_fd, buf, len, offset) == LSQ_OK &&
+		if (lsq_pread_full(dc->data_fd, buf, len, offset) == LSQ_OK &&
 		    crc_of(buf, len) == crc) {
 			atomic_fetch_add_explicit(&dc->hits, 1,
 						  memory_order_relaxed);
@@ -354,7 +323,7 @@ void lsq_disk_cache_write(struct lsq_disk_cache *dc, const void *buf,
 		free(fresh);
 		return;
 	}
-	if (pwrite_full(dc->data_fd, buf, len, offset) != LSQ_OK) {
+	if (lsq_pwrite_full(dc->data_fd, buf, len, offset) != LSQ_OK) {
 		lsq_log_once(UINT64_MAX - 3, LSQ_LOG_WARNING,
 			     "cache_dir: cannot write the cache file: %s; storing stops",
 			     strerror(errno));
@@ -437,7 +406,7 @@ static int replay_log(struct lsq_disk_cache *dc, bool *reset)
 		return LSQ_ERR_IO;
 	*reset = true;
 	if ((uint64_t)st.st_size < DC_REC ||
-	    pread_full(dc->log_fd, buf, DC_REC, 0) != LSQ_OK ||
+	    lsq_pread_full(dc->log_fd, buf, DC_REC, 0) != LSQ_OK ||
 	    memcmp(buf, dc->header, DC_REC) != 0)
 		return LSQ_OK;
 	*reset = false;
@@ -545,13 +514,13 @@ static void compact(struct lsq_disk_cache *dc, struct dc_entry **v, size_t n)
 		free(tmp);
 		return;
 	}
-	ok = pwrite_full(fd, dc->header, DC_REC, 0) == LSQ_OK;
+	ok = lsq_pwrite_full(fd, dc->header, DC_REC, 0) == LSQ_OK;
 	for (size_t i = 0; ok && i < n; i++) {
 		uint8_t r[DC_REC];
 
 		rec_encode(r, REC_ADD, v[i]->node.key, v[i]->len, v[i]->crc);
-		ok = pwrite_full(fd, r, DC_REC, (uint64_t)(i + 1) * DC_REC) ==
-		     LSQ_OK;
+		ok = lsq_pwrite_full(fd, r, DC_REC,
+				     (uint64_t)(i + 1) * DC_REC) == LSQ_OK;
 	}
 	ok = ok && fsync(fd) == 0 && rename(tmp, dc->log_path) == 0;
 	close(fd);

@@ -8,13 +8,11 @@
 #include "format/manifest_sign.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <openssl/crypto.h>
 #include <openssl/err.h>
@@ -22,6 +20,7 @@
 #include <openssl/pem.h>
 
 #include "common/errmsg.h"
+#include "common/file_io.h"
 #include "lsq/error.h"
 
 /* PEM key files are a few hundred bytes; this bounds what is read. */
@@ -136,50 +135,16 @@ static int read_key_file(const char *path, char **out, size_t *len,
 			 mode_t *mode, char *err, size_t errlen)
 {
 	struct stat st;
-	char *buf;
-	size_t n = 0;
-	int fd, ret = LSQ_OK;
+	int ret = lsq_read_small_file(path, KEY_FILE_MAX, out, len, &st);
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return fail(LSQ_ERR_IO, err, errlen, "%s: %s", path,
-			    strerror(errno));
-	if (fstat(fd, &st)) {
-		ret = fail(LSQ_ERR_IO, err, errlen, "%s: %s", path,
-			   strerror(errno));
-		goto out_close;
-	}
-	if (!S_ISREG(st.st_mode) || st.st_size > KEY_FILE_MAX) {
-		ret = fail(LSQ_ERR_INVALID, err, errlen,
-			   "%s: not a key file (a PEM file of at most %u bytes)",
-			   path, KEY_FILE_MAX);
-		goto out_close;
-	}
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf) {
-		ret = LSQ_ERR_NOMEM;
-		goto out_close;
-	}
-	while (n < (size_t)st.st_size) {
-		ssize_t r = read(fd, buf + n, (size_t)st.st_size - n);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			ret = fail(LSQ_ERR_IO, err, errlen, "%s: %s", path,
-				   r ? strerror(errno) : "file shrank while read");
-			OPENSSL_cleanse(buf, n);
-			free(buf);
-			goto out_close;
-		}
-		n += (size_t)r;
-	}
-	buf[n] = '\0';
-	*out = buf;
-	*len = n;
-	*mode = st.st_mode;
-out_close:
-	close(fd);
+	if (ret == LSQ_ERR_INVALID)
+		return fail(ret, err, errlen,
+			    "%s: not a key file (a PEM file of at most %u bytes)",
+			    path, KEY_FILE_MAX);
+	if (ret == LSQ_ERR_IO)
+		return fail(ret, err, errlen, "%s: %s", path, strerror(errno));
+	if (!ret)
+		*mode = st.st_mode;
 	return ret;
 }
 

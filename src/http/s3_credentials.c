@@ -9,15 +9,14 @@
  * read it, as -o header_file= is: it is a secret we were pointed at.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
+#include "common/file_io.h"
 #include "common/iso8601.h"
 #include "lsq/error.h"
 #include "http/s3_credentials.h"
@@ -134,55 +133,34 @@ static int slurp(const char *path, bool strict, char **out,
 		 struct lsq_s3_file_stamp *stamp, char *err, size_t errlen)
 {
 	struct stat st;
-	char *buf;
-	size_t got = 0;
-	int fd;
+	size_t len;
+	int ret = lsq_read_small_file(path, FILE_MAX, out, &len, &st);
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		if (errno == ENOENT && !strict)
-			return -1;
-		snprintf(err, errlen, "credentials file %s: %s", path,
-			 strerror(errno));
+	if (ret == LSQ_ERR_IO && errno == ENOENT && !strict)
+		return -1;
+	if (ret == LSQ_ERR_IO || ret == LSQ_ERR_INVALID) {
+		if (ret == LSQ_ERR_IO)
+			snprintf(err, errlen, "credentials file %s: %s", path,
+				 strerror(errno));
+		else if (errno == EFBIG)
+			snprintf(err, errlen, "credentials file %s: larger "
+				 "than %u bytes", path, FILE_MAX);
+		else
+			snprintf(err, errlen, "credentials file %s: not a "
+				 "regular file", path);
 		return LSQ_ERR_INVALID;
 	}
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		snprintf(err, errlen, "credentials file %s: not a regular file",
-			 path);
-		goto fail;
-	}
+	if (ret)
+		return ret;
 	if (strict && (st.st_mode & (S_IRGRP | S_IROTH))) {
 		snprintf(err, errlen, "credentials file %s is readable by "
 			 "others (chmod go-r %s)", path, path);
-		goto fail;
+		explicit_bzero(*out, len);
+		free(*out);
+		return LSQ_ERR_INVALID;
 	}
-	if ((uint64_t)st.st_size > FILE_MAX) {
-		snprintf(err, errlen, "credentials file %s: larger than %u "
-			 "bytes", path, FILE_MAX);
-		goto fail;
-	}
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf) {
-		close(fd);
-		return LSQ_ERR_NOMEM;
-	}
-	while (got < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
-	buf[got] = '\0';
-	close(fd);
 	stamp_of(&st, stamp);
-	*out = buf;
 	return LSQ_OK;
-fail:
-	close(fd);
-	return LSQ_ERR_INVALID;
 }
 
 /* Find [section] in an INI text and take its three keys into c. Returns

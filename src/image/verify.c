@@ -3,16 +3,14 @@
 #include "image/verify.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "common/file_io.h"
 #include "common/log.h"
 #include "format/manifest_sign.h"
 #include "format/ondisk.h"
@@ -66,42 +64,18 @@ static struct lsq_sha256 *thread_sha(void)
 static int read_file(const char *path, uint8_t **out, size_t *len, char *err,
 		     size_t errlen)
 {
-	struct stat st;
-	uint8_t *buf;
-	size_t got = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char *text;
+	int ret = lsq_read_small_file(path, MANIFEST_MAX, &text, len, NULL);
 
-	if (fd < 0 || fstat(fd, &st) != 0) {
-		snprintf(err, errlen, "cannot read manifest %s: %s", path,
-			 strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return LSQ_ERR_IO;
-	}
-	if (!S_ISREG(st.st_mode) || st.st_size > MANIFEST_MAX) {
+	if (ret == LSQ_ERR_INVALID)
 		snprintf(err, errlen, "manifest %s: not a regular file of at most %u bytes",
 			 path, MANIFEST_MAX);
-		close(fd);
-		return LSQ_ERR_INVALID;
-	}
-	buf = malloc(st.st_size ? (size_t)st.st_size : 1);
-	if (!buf) {
-		close(fd);
-		return LSQ_ERR_NOMEM;
-	}
-	while (got < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
-	close(fd);
-	*out = buf;
-	*len = got;
-	return LSQ_OK;
+	else if (ret == LSQ_ERR_IO)
+		snprintf(err, errlen, "cannot read manifest %s: %s", path,
+			 strerror(errno));
+	if (!ret)
+		*out = (uint8_t *)text;
+	return ret;
 }
 
 /* How much of the image's end to read at once, so that one request brings

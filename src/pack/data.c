@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/file_io.h"
 #include "format/ondisk.h"
 #include "lsq/error.h"
 #include "pack/ordered_pool.h"
@@ -148,23 +149,12 @@ static const struct lsq_opool_ops pool_ops = {
 int pk_pwrite_all(struct pk_ctx *ctx, const void *buf, size_t len,
 		  uint64_t off)
 {
-	const uint8_t *p = buf;
+	int ret = lsq_pwrite_full(ctx->fd, buf, len, off);
 
-	while (len) {
-		ssize_t n = pwrite(ctx->fd, p, len, (off_t)off);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			pk_error("%s: write failed: %s", ctx->opt->output,
-				 strerror(errno));
-			return LSQ_ERR_IO;
-		}
-		p += n;
-		len -= (size_t)n;
-		off += (uint64_t)n;
-	}
-	return LSQ_OK;
+	if (ret)
+		pk_error("%s: write failed: %s", ctx->opt->output,
+			 strerror(errno));
+	return ret;
 }
 
 static int pread_all(int fd, void *buf, size_t len, uint64_t off,

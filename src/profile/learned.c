@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/file_io.h"
 #include "common/log.h"
 #include "common/url.h"
 #include "lsq/error.h"
@@ -53,35 +54,24 @@ char *lsq_learned_profile_path(const char *dir, const char *image)
 
 int lsq_learned_profile_read(const char *path, char **text, size_t *len)
 {
-	uint8_t h[LSQ_PROFILE_RECORD_HEADER];
+	const size_t h = LSQ_PROFILE_RECORD_HEADER;
 	uint32_t n, crc;
-	struct stat st;
+	size_t got;
 	char *buf;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	int ret = LSQ_OK;
+	int ret = lsq_read_small_file(path, h + LSQ_PROFILE_RECORD_MAX, &buf,
+				      &got, NULL);
 
-	if (fd < 0)
+	if (ret == LSQ_ERR_IO)
 		return errno == ENOENT ? LSQ_ERR_NOT_FOUND : LSQ_ERR_IO;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-	    read(fd, h, sizeof(h)) != (ssize_t)sizeof(h) ||
-	    lsq_profile_record_decode(h, &n, &crc) != LSQ_OK ||
-	    (uint64_t)st.st_size != sizeof(h) + (uint64_t)n) {
-		close(fd);
+	if (ret)
+		return ret == LSQ_ERR_NOMEM ? ret : LSQ_ERR_CORRUPT;
+	if (got < h ||
+	    lsq_profile_record_decode((uint8_t *)buf, &n, &crc) != LSQ_OK ||
+	    got != h + n || !lsq_profile_record_check(buf + h, n, crc)) {
+		free(buf);
 		return LSQ_ERR_CORRUPT;
 	}
-	buf = malloc(n ? n : 1);
-	if (!buf) {
-		close(fd);
-		return LSQ_ERR_NOMEM;
-	}
-	if (read(fd, buf, n) != (ssize_t)n ||
-	    !lsq_profile_record_check(buf, n, crc))
-		ret = LSQ_ERR_CORRUPT;
-	close(fd);
-	if (ret) {
-		free(buf);
-		return ret;
-	}
+	memmove(buf, buf + h, n);
 	*text = buf;
 	*len = n;
 	return LSQ_OK;

@@ -3,13 +3,11 @@
 #include "profile/startup.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "common/file_io.h"
 #include "common/log.h"
 #include "common/url.h"
 #include "lsq/error.h"
@@ -17,51 +15,6 @@
 
 /* A profile lists files, a few dozen bytes each: this is millions. */
 #define PROFILE_MAX (64u << 20)
-
-static int read_file(const char *path, char **text, size_t *len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	struct stat st;
-	char *buf;
-	size_t got = 0;
-
-	if (fd < 0)
-		return LSQ_ERR_IO;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-	    st.st_size > PROFILE_MAX) {
-		int e = errno;
-
-		if (e == 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))
-			e = S_ISDIR(st.st_mode) ? EISDIR :
-			    S_ISREG(st.st_mode) ? EFBIG : EINVAL;
-		close(fd);
-		errno = e;
-		return LSQ_ERR_IO;
-	}
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf) {
-		close(fd);
-		return LSQ_ERR_NOMEM;
-	}
-	while (got < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-
-		if (n <= 0) {
-			if (n == 0)
-				break;  /* shrank meanwhile: take what is there */
-			if (errno == EINTR)
-				continue;
-			free(buf);
-			close(fd);
-			return LSQ_ERR_IO;
-		}
-		got += (size_t)n;
-	}
-	close(fd);
-	*text = buf;
-	*len = got;
-	return LSQ_OK;
-}
 
 static int fetch_url(const char *url, const struct lsq_http_options *http,
 		     char **text, size_t *len, char *err, size_t errlen)
@@ -172,11 +125,11 @@ void lsq_startup_profile_load(struct lsq_startup_profile *p,
 		p->url = strdup(want);
 		return;
 	}
-	ret = read_file(want, &p->text, &p->len);
+	ret = lsq_read_small_file(want, PROFILE_MAX, &p->text, &p->len, NULL);
 	if (ret)
 		lsq_warn("prefetch %s: %s; not prefetching", want,
-			 ret == LSQ_ERR_IO ? strerror(errno)
-					   : lsq_strerror(ret));
+			 ret == LSQ_ERR_NOMEM ? lsq_strerror(ret)
+					      : strerror(errno));
 }
 
 /* lsq_profile_loader_fn: fetch p->url on the prefetch's thread. */

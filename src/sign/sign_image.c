@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/file_io.h"
 #include "format/manifest.h"
 #include "lsq/error.h"
 #include "lsq/image.h"
@@ -55,42 +56,6 @@ int lsq_image_facts_read(const char *path, struct lsq_image_facts *f)
 			      sizeof(f->why));
 	lsq_image_close(img);
 	return f->ret = ret;
-}
-
-int lsq_pread_full(int fd, void *buf, size_t len, uint64_t offset)
-{
-	uint8_t *p = buf;
-
-	while (len) {
-		ssize_t r = pread(fd, p, len, (off_t)offset);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return r ? LSQ_ERR_IO : LSQ_ERR_OUT_OF_BOUNDS;
-		p += r;
-		len -= (size_t)r;
-		offset += (uint64_t)r;
-	}
-	return LSQ_OK;
-}
-
-static int pwrite_full(int fd, const void *buf, size_t len, uint64_t offset)
-{
-	const uint8_t *p = buf;
-
-	while (len) {
-		ssize_t r = pwrite(fd, p, len, (off_t)offset);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return LSQ_ERR_IO;
-		p += r;
-		len -= (size_t)r;
-		offset += (uint64_t)r;
-	}
-	return LSQ_OK;
 }
 
 /* Whether [from, to) of the file holds only zero bytes. */
@@ -201,7 +166,7 @@ static int write_detached(const char *out, const uint8_t *buf, size_t len,
 		free(tmp);
 		return LSQ_ERR_IO;
 	}
-	ret = pwrite_full(fd, buf, len, 0);
+	ret = lsq_pwrite_full(fd, buf, len, 0);
 	if (!ret && (fchmod(fd, 0644) || fsync(fd)))
 		ret = LSQ_ERR_IO;
 	if (close(fd) && !ret)
@@ -233,11 +198,12 @@ static int write_embedded(int fd, uint64_t size, uint64_t bytes_used,
 	if (!ret && !zero) {
 		static const uint8_t zeros[LSQ_MANIFEST_ALIGN];
 
-		ret = pwrite_full(fd, zeros, (size_t)(pad_end - bytes_used),
-				  bytes_used);
+		ret = lsq_pwrite_full(fd, zeros,
+				      (size_t)(pad_end - bytes_used),
+				      bytes_used);
 	}
 	if (!ret)
-		ret = pwrite_full(fd, buf, len, body_offset);
+		ret = lsq_pwrite_full(fd, buf, len, body_offset);
 	if (!ret && ftruncate(fd, (off_t)(body_offset + len)))
 		ret = LSQ_ERR_IO;
 	if (!ret && fsync(fd))

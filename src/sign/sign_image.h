@@ -29,10 +29,6 @@ struct lsq_image_facts {
 int lsq_image_facts_read(const char *path, struct lsq_image_facts *f);
 void lsq_image_facts_fini(struct lsq_image_facts *f);
 
-/* len bytes at offset, all of them (LSQ_ERR_OUT_OF_BOUNDS at the end of
- * the file, LSQ_ERR_IO with errno set on a failed read). */
-int lsq_pread_full(int fd, void *buf, size_t len, uint64_t offset);
-
 struct lsq_signed_info {
 	size_t units;          /* units listed */
 	size_t manifest_len;   /* body + trailer */

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/file_io.h"
 #include "format/manifest_sign.h"
 #include "lsq/error.h"
 
@@ -74,24 +75,6 @@ static size_t next_batch(const struct lsq_manifest_entry *e, size_t n,
 	}
 	*len = (size_t)(end - *start);
 	return j;
-}
-
-static int read_full(int fd, uint8_t *buf, size_t len, uint64_t offset)
-{
-	while (len) {
-		ssize_t r = pread(fd, buf, len, (off_t)offset);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return LSQ_ERR_IO;
-		if (r == 0)
-			return LSQ_ERR_OUT_OF_BOUNDS;
-		buf += r;
-		len -= (size_t)r;
-		offset += (uint64_t)r;
-	}
-	return LSQ_OK;
 }
 
 /* Keep the first failure; the caller holds p->mu. */
@@ -176,7 +159,7 @@ static void produce(struct pipe *p, size_t n)
 			}
 		}
 		if (!ret) {
-			ret = read_full(p->fd, s->buf, len, start);
+			ret = lsq_pread_full(p->fd, s->buf, len, start);
 			if (ret == LSQ_ERR_IO)
 				snprintf(msg, sizeof(msg),
 					 "read of 0x%llx..0x%llx failed: %s",

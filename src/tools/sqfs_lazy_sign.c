@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/file_io.h"
 #include "common/log.h"
 #include "format/manifest.h"
 #include "format/manifest_sign.h"

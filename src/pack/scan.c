@@ -16,6 +16,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "common/array.h"
 #include "pack/encode.h"
 #include "format/ondisk.h"
 #include "lsq/error.h"
@@ -56,15 +57,8 @@ int pk_id_index(struct pk_ctx *ctx, uint32_t id, uint32_t *out)
 		pk_error("more than 65536 distinct uids/gids");
 		return LSQ_ERR_OVERFLOW;
 	}
-	if (ctx->nids == ctx->ids_cap) {
-		size_t cap = ctx->ids_cap ? ctx->ids_cap * 2 : 16;
-		uint32_t *n = realloc(ctx->ids, cap * sizeof(*n));
-
-		if (!n)
-			return LSQ_ERR_NOMEM;
-		ctx->ids = n;
-		ctx->ids_cap = cap;
-	}
+	if (!LSQ_ARRAY_RESERVE(ctx->ids, ctx->ids_cap, ctx->nids, 16))
+		return LSQ_ERR_NOMEM;
 	ctx->ids[ctx->nids] = id;
 	*out = (uint32_t)ctx->nids++;
 	return LSQ_OK;
@@ -108,16 +102,9 @@ static int intern_xset(struct pk_ctx *ctx, uint8_t *data, size_t len,
 			return LSQ_OK;
 		}
 	}
-	if (ctx->nxsets == ctx->xsets_cap) {
-		size_t cap = ctx->xsets_cap ? ctx->xsets_cap * 2 : 16;
-		struct pk_xattr_set *n = realloc(ctx->xsets, cap * sizeof(*n));
-
-		if (!n) {
-			free(data);
-			return LSQ_ERR_NOMEM;
-		}
-		ctx->xsets = n;
-		ctx->xsets_cap = cap;
+	if (!LSQ_ARRAY_RESERVE(ctx->xsets, ctx->xsets_cap, ctx->nxsets, 16)) {
+		free(data);
+		return LSQ_ERR_NOMEM;
 	}
 	ctx->xsets[ctx->nxsets] = (struct pk_xattr_set){
 		.data = data, .len = len, .count = count, .size = size,
@@ -441,19 +428,8 @@ static int scan_dir(struct pk_ctx *ctx, struct pk_node *dir)
 	while ((de = readdir(d))) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		if (n == cap) {
-			char **nn;
-
-			cap = cap ? cap * 2 : 16;
-			nn = realloc(names, cap * sizeof(*nn));
-			if (!nn) {
-				ret = LSQ_ERR_NOMEM;
-				goto out;
-			}
-			names = nn;
-		}
-		names[n] = strdup(de->d_name);
-		if (!names[n]) {
+		if (!LSQ_ARRAY_RESERVE(names, cap, n, 16) ||
+		    !(names[n] = strdup(de->d_name))) {
 			ret = LSQ_ERR_NOMEM;
 			goto out;
 		}

@@ -33,6 +33,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/array.h"
 #include "pack/encode.h"
 #include "format/ondisk.h"
 #include "lsq/error.h"
@@ -283,16 +284,8 @@ static int entry_xattrs(struct tar *t, struct archive_entry *e,
 			t->xattrs[i].vlen = size;
 			continue;
 		}
-		if (n == t->xattrs_cap) {
-			size_t cap = t->xattrs_cap ? t->xattrs_cap * 2 : 16;
-			struct pk_xattr *x = realloc(t->xattrs,
-						     cap * sizeof(*x));
-
-			if (!x)
-				return LSQ_ERR_NOMEM;
-			t->xattrs = x;
-			t->xattrs_cap = cap;
-		}
+		if (!LSQ_ARRAY_RESERVE(t->xattrs, t->xattrs_cap, n, 16))
+			return LSQ_ERR_NOMEM;
 		t->xattrs[n++] = (struct pk_xattr){
 			.name = name, .value = value, .vlen = size
 		};

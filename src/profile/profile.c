@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/array.h"
 #include "lsq/error.h"
 
 /* Unescape a path field into a fresh string and normalise it: no leading
@@ -101,16 +102,9 @@ static bool parse_ranges(const char *s, const char *end,
 			goto bad;
 		if (s < end && (*s++ != ',' || s == end))
 			goto bad;  /* junk, or a trailing comma */
-		if (n == cap) {
-			size_t ncap = cap ? 2 * cap : 4;
-			void *nr = realloc(r, ncap * sizeof(*r));
-
-			if (!nr) {
-				*nomem = true;
-				goto bad;
-			}
-			r = nr;
-			cap = ncap;
+		if (!LSQ_ARRAY_RESERVE(r, cap, n, 4)) {
+			*nomem = true;
+			goto bad;
 		}
 		r[n++] = x;
 	}
@@ -205,19 +199,12 @@ int lsq_profile_parse(const char *text, size_t len, struct lsq_profile *out)
 			   !parse_line(s, line_end, &e, &nomem)) {
 			out->bad_lines++;
 		} else {
-			if (out->count == cap) {
-				size_t ncap = cap ? 2 * cap : 64;
-				void *ne = realloc(out->entries,
-						   ncap * sizeof(e));
-
-				if (!ne) {
-					free(e.path);
-					free(e.ranges);
-					nomem = true;
-					break;
-				}
-				out->entries = ne;
-				cap = ncap;
+			if (!LSQ_ARRAY_RESERVE(out->entries, cap, out->count,
+					       64)) {
+				free(e.path);
+				free(e.ranges);
+				nomem = true;
+				break;
 			}
 			out->entries[out->count++] = e;
 		}
@@ -369,15 +356,8 @@ static int push(struct lsq_profile *out, size_t *cap,
 {
 	struct lsq_profile_entry e = { 0 };
 
-	if (out->count == *cap) {
-		size_t ncap = *cap ? 2 * *cap : 64;
-		void *n = realloc(out->entries, ncap * sizeof(e));
-
-		if (!n)
-			return LSQ_ERR_NOMEM;
-		out->entries = n;
-		*cap = ncap;
-	}
+	if (!LSQ_ARRAY_RESERVE(out->entries, *cap, out->count, 64))
+		return LSQ_ERR_NOMEM;
 	e.path = strdup(src->path);
 	if (!e.path || union_ranges(src, widen, &e) != LSQ_OK) {
 		free(e.path);

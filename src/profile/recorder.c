@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/array.h"
 #include "common/log.h"
 #include "lsq/error.h"
 #include "profile/profile.h"
@@ -294,15 +295,8 @@ static size_t ranges_of(const struct node *n, struct lsq_profile_range **out)
 			;
 		if (i == 0 && j == nbits)
 			break;  /* all of it */
-		if (count == cap) {
-			size_t ncap = cap ? 2 * cap : 8;
-			void *nr = realloc(r, ncap * sizeof(*r));
-
-			if (!nr)
-				break;  /* fewer ranges: a hint all the same */
-			r = nr;
-			cap = ncap;
-		}
+		if (!LSQ_ARRAY_RESERVE(r, cap, count, 8))
+			break;  /* fewer ranges: a hint all the same */
 		r[count].first = i * n->granule;
 		r[count].last = (j * n->granule < n->size ? j * n->granule
 							  : n->size) - 1;

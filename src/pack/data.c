@@ -197,28 +197,9 @@ static bool same_bytes(struct pk_bp *bp, uint64_t a, uint64_t b, uint64_t len)
 	return true;
 }
 
-static int dtab_grow(struct pk_bp *bp)
+static uint64_t dtab_hash(const void *slot)
 {
-	size_t cap = bp->dtab_cap ? bp->dtab_cap * 2 : 1024;
-	struct pk_inode **t = calloc(cap, sizeof(*t));
-
-	if (!t)
-		return LSQ_ERR_NOMEM;
-	for (size_t i = 0; i < bp->dtab_cap; i++) {
-		struct pk_inode *f = bp->dtab[i];
-		size_t j;
-
-		if (!f)
-			continue;
-		j = (size_t)f->digest & (cap - 1);
-		while (t[j])
-			j = (j + 1) & (cap - 1);
-		t[j] = f;
-	}
-	free(bp->dtab);
-	bp->dtab = t;
-	bp->dtab_cap = cap;
-	return LSQ_OK;
+	return (*(struct pk_inode *const *)slot)->digest;
 }
 
 static int dedup_file(struct pk_bp *bp, struct pk_inode *f)
@@ -228,11 +209,10 @@ static int dedup_file(struct pk_bp *bp, struct pk_inode *f)
 	size_t j;
 	int ret;
 
-	if (bp->dtab_n * 2 >= bp->dtab_cap) {
-		ret = dtab_grow(bp);
-		if (ret)
-			return ret;
-	}
+	ret = pk_table_reserve(&bp->dtab, &bp->dtab_cap, bp->dtab_n,
+			       sizeof(*bp->dtab), 1024, dtab_hash);
+	if (ret)
+		return ret;
 	j = (size_t)f->digest & (bp->dtab_cap - 1);
 	for (; bp->dtab[j]; j = (j + 1) & (bp->dtab_cap - 1)) {
 		struct pk_inode *c = bp->dtab[j];
@@ -377,27 +357,9 @@ static int flush_frag(struct pk_bp *bp)
 	return submit(bp, job);
 }
 
-static int ftab_grow(struct pk_bp *bp)
+static uint64_t ftab_hash(const void *slot)
 {
-	size_t cap = bp->ftab_cap ? bp->ftab_cap * 2 : 1024;
-	struct frag_key *t = calloc(cap, sizeof(*t));
-
-	if (!t)
-		return LSQ_ERR_NOMEM;
-	for (size_t i = 0; i < bp->ftab_cap; i++) {
-		size_t j;
-
-		if (!bp->ftab[i].used)
-			continue;
-		j = (size_t)bp->ftab[i].h1 & (cap - 1);
-		while (t[j].used)
-			j = (j + 1) & (cap - 1);
-		t[j] = bp->ftab[i];
-	}
-	free(bp->ftab);
-	bp->ftab = t;
-	bp->ftab_cap = cap;
-	return LSQ_OK;
+	return ((const struct frag_key *)slot)->h1;
 }
 
 /* --reuse-layout: whether the fragment block ends after a new tail of
@@ -418,11 +380,10 @@ static int add_tail(struct pk_bp *bp, struct pk_inode *f, const uint8_t *data,
 	size_t j;
 	int ret;
 
-	if (bp->ftab_n * 2 >= bp->ftab_cap) {
-		ret = ftab_grow(bp);
-		if (ret)
-			return ret;
-	}
+	ret = pk_table_reserve(&bp->ftab, &bp->ftab_cap, bp->ftab_n,
+			       sizeof(*bp->ftab), 1024, ftab_hash);
+	if (ret)
+		return ret;
 	j = (size_t)h1 & (bp->ftab_cap - 1);
 	for (; bp->ftab[j].used; j = (j + 1) & (bp->ftab_cap - 1)) {
 		struct frag_key *k = &bp->ftab[j];

@@ -256,4 +256,12 @@ int pk_write_tables(struct pk_ctx *ctx, const uint8_t *comp_opts,
 /* A 64-bit hash (not cryptographic) for dedup keys. */
 uint64_t pk_hash(uint64_t seed, const void *p, size_t n);
 
+/* The packer's hash tables: open addressing, linear probing, a power of
+ * two of slots of size bytes each, an all-zero slot empty. Before an
+ * insert into *tab (*cap slots, n used): once half full, double it
+ * (first slots, when none) and place every entry again at hash(entry).
+ * LSQ_ERR_NOMEM leaves the table as it was. */
+int pk_table_reserve(void *tab, size_t *cap, size_t n, size_t size,
+		     size_t first, uint64_t (*hash)(const void *entry));
+
 #endif

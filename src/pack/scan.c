@@ -46,6 +46,42 @@ uint64_t pk_hash(uint64_t seed, const void *p, size_t n)
 	return h;
 }
 
+static bool slot_empty(const uint8_t *slot, size_t size)
+{
+	for (size_t i = 0; i < size; i++)
+		if (slot[i])
+			return false;
+	return true;
+}
+
+int pk_table_reserve(void *tab, size_t *cap, size_t n, size_t size,
+		     size_t first, uint64_t (*hash)(const void *entry))
+{
+	uint8_t *old = *(uint8_t **)tab, *t;
+	size_t ncap = *cap ? *cap * 2 : first;
+
+	if (n * 2 < *cap)
+		return LSQ_OK;
+	t = calloc(ncap, size);
+	if (!t)
+		return LSQ_ERR_NOMEM;
+	for (size_t i = 0; i < *cap; i++) {
+		const uint8_t *e = old + i * size;
+		size_t j;
+
+		if (slot_empty(e, size))
+			continue;
+		j = (size_t)hash(e) & (ncap - 1);
+		while (!slot_empty(t + j * size, size))
+			j = (j + 1) & (ncap - 1);
+		memcpy(t + j * size, e, size);
+	}
+	free(old);
+	*(uint8_t **)tab = t;
+	*cap = ncap;
+	return LSQ_OK;
+}
+
 int pk_id_index(struct pk_ctx *ctx, uint32_t id, uint32_t *out)
 {
 	for (size_t i = 0; i < ctx->nids; i++)
@@ -267,11 +303,18 @@ out:
 
 /* ---- hardlinks ---- */
 
-static size_t link_slot(const struct pk_ctx *ctx, dev_t dev, ino_t ino)
+static uint64_t link_key(dev_t dev, ino_t ino)
 {
 	uint64_t k[2] = { (uint64_t)dev, (uint64_t)ino };
 
-	return (size_t)pk_hash(7, k, sizeof(k)) & (ctx->links_cap - 1);
+	return pk_hash(7, k, sizeof(k));
+}
+
+static uint64_t link_hash(const void *slot)
+{
+	const struct pk_inode *e = *(struct pk_inode *const *)slot;
+
+	return link_key(e->st_dev, e->st_ino);
 }
 
 static int link_lookup(struct pk_ctx *ctx, const struct stat *st,
@@ -279,30 +322,10 @@ static int link_lookup(struct pk_ctx *ctx, const struct stat *st,
 {
 	size_t i;
 
-	if (ctx->nlinks * 2 >= ctx->links_cap) {
-		size_t cap = ctx->links_cap ? ctx->links_cap * 2 : 64;
-		struct pk_inode **old = ctx->links;
-		size_t oldcap = ctx->links_cap;
-
-		ctx->links = calloc(cap, sizeof(*ctx->links));
-		if (!ctx->links) {
-			ctx->links = old;
-			return LSQ_ERR_NOMEM;
-		}
-		ctx->links_cap = cap;
-		for (size_t j = 0; j < oldcap; j++) {
-			struct pk_inode *e = old[j];
-
-			if (!e)
-				continue;
-			i = link_slot(ctx, e->st_dev, e->st_ino);
-			while (ctx->links[i])
-				i = (i + 1) & (cap - 1);
-			ctx->links[i] = e;
-		}
-		free(old);
-	}
-	i = link_slot(ctx, st->st_dev, st->st_ino);
+	if (pk_table_reserve(&ctx->links, &ctx->links_cap, ctx->nlinks,
+			     sizeof(*ctx->links), 64, link_hash))
+		return LSQ_ERR_NOMEM;
+	i = link_key(st->st_dev, st->st_ino) & (ctx->links_cap - 1);
 	while (ctx->links[i]) {
 		if (ctx->links[i]->st_dev == st->st_dev &&
 		    ctx->links[i]->st_ino == st->st_ino) {

@@ -420,27 +420,9 @@ struct ool_tab {
 	size_t cap, n;
 };
 
-static int ool_grow(struct ool_tab *t)
+static uint64_t ool_hash(const void *slot)
 {
-	size_t cap = t->cap ? t->cap * 2 : 256;
-	struct ool_val *v = calloc(cap, sizeof(*v));
-
-	if (!v)
-		return LSQ_ERR_NOMEM;
-	for (size_t i = 0; i < t->cap; i++) {
-		size_t j;
-
-		if (!t->v[i].len)
-			continue;
-		j = (size_t)t->v[i].hash & (cap - 1);
-		while (v[j].len)
-			j = (j + 1) & (cap - 1);
-		v[j] = t->v[i];
-	}
-	free(t->v);
-	t->v = v;
-	t->cap = cap;
-	return LSQ_OK;
+	return ((const struct ool_val *)slot)->hash;
 }
 
 /* Is p[0..len) in the table? Sets *slot to where it is, or would go. */
@@ -475,8 +457,10 @@ static void write_xset(struct mw *kv, struct ool_tab *ool,
 		uint8_t b[12];
 
 		if (vl > 8) {
-			if (ool->n * 2 >= ool->cap &&
-			    (kv->err = ool_grow(ool)))
+			kv->err = pk_table_reserve(&ool->v, &ool->cap, ool->n,
+						   sizeof(*ool->v), 256,
+						   ool_hash);
+			if (kv->err)
 				return;
 			h = pk_hash(13, val, vl);
 			prev = ool_find(ool, val, vl, h, &slot);

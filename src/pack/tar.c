@@ -60,14 +60,19 @@ static const char *tar_err(struct tar *t)
 
 /* ---- the path table ---- */
 
-static size_t slot_of(const struct tar *t, const char *path, size_t len)
+static uint64_t path_hash(const char *path)
 {
-	return (size_t)pk_hash(11, path, len) & (t->tab_cap - 1);
+	return pk_hash(11, path, strlen(path));
+}
+
+static uint64_t node_hash(const void *slot)
+{
+	return path_hash((*(struct pk_node *const *)slot)->path);
 }
 
 static struct pk_node *find(const struct tar *t, const char *path)
 {
-	size_t len = strlen(path), i = slot_of(t, path, len);
+	size_t i = path_hash(path) & (t->tab_cap - 1);
 
 	for (; t->tab[i]; i = (i + 1) & (t->tab_cap - 1))
 		if (!strcmp(t->tab[i]->path, path))
@@ -79,27 +84,10 @@ static int remember(struct tar *t, struct pk_node *n)
 {
 	size_t i;
 
-	if (t->tab_n * 2 >= t->tab_cap) {
-		size_t cap = t->tab_cap * 2, old_cap = t->tab_cap;
-		struct pk_node **old = t->tab;
-
-		t->tab = calloc(cap, sizeof(*t->tab));
-		if (!t->tab) {
-			t->tab = old;
-			return LSQ_ERR_NOMEM;
-		}
-		t->tab_cap = cap;
-		for (size_t j = 0; j < old_cap; j++) {
-			if (!old[j])
-				continue;
-			i = slot_of(t, old[j]->path, strlen(old[j]->path));
-			while (t->tab[i])
-				i = (i + 1) & (cap - 1);
-			t->tab[i] = old[j];
-		}
-		free(old);
-	}
-	i = slot_of(t, n->path, strlen(n->path));
+	if (pk_table_reserve(&t->tab, &t->tab_cap, t->tab_n, sizeof(*t->tab),
+			     1024, node_hash))
+		return LSQ_ERR_NOMEM;
+	i = path_hash(n->path) & (t->tab_cap - 1);
 	while (t->tab[i])
 		i = (i + 1) & (t->tab_cap - 1);
 	t->tab[i] = n;

@@ -4,8 +4,8 @@
  */
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <unistd.h>
 
+#include "common/bind_cpu.h"
 #include "common/histogram.h"
 #include "common/log.h"
 #include "lsq/error.h"
@@ -97,15 +97,6 @@ const char *lsq_codec_list(void)
 #endif
 }
 
-static unsigned default_contexts(void)
-{
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-
-	if (n < 1)
-		return 1;
-	return n > (long)MAX_CONTEXTS ? MAX_CONTEXTS : (unsigned)n;
-}
-
 int lsq_codec_create(unsigned id, const void *options, size_t options_len,
 		     uint32_t block_size, unsigned contexts,
 		     struct lsq_codec **out)
@@ -148,8 +139,8 @@ int lsq_codec_create(unsigned id, const void *options, size_t options_len,
 
 	if (ops->ctx_create) {
 		if (contexts == 0)
-			contexts = default_contexts();
-		else if (contexts > MAX_CONTEXTS)
+			contexts = lsq_online_cpus();
+		if (contexts > MAX_CONTEXTS)
 			contexts = MAX_CONTEXTS;
 		err = lsq_codec_pool_create(ops, &codec->cfg, contexts,
 					    &codec->pool);

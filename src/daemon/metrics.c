@@ -20,7 +20,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "common/histogram.h"
@@ -383,13 +382,9 @@ int lsq_metrics_bind(struct lsq_metrics *mx, const char *spec,
 
 /* ---- serving ---- */
 
-static long ms_since(const struct timespec *t0)
+static long ms_since(uint64_t t0)
 {
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (now.tv_sec - t0->tv_sec) * 1000 +
-	       (now.tv_nsec - t0->tv_nsec) / 1000000;
+	return (long)((lsq_now_ns() - t0) / 1000000);
 }
 
 static void send_all(int fd, const char *p, size_t len)
@@ -429,13 +424,12 @@ static void serve(struct lsq_metrics *mx, int fd)
 {
 	char req[REQUEST_MAX];
 	size_t got = 0;
-	struct timespec t0;
+	uint64_t t0 = lsq_now_ns();
 	enum lsq_metrics_request what = LSQ_MREQ_INCOMPLETE;
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
 	while (what == LSQ_MREQ_INCOMPLETE) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
-		long left = REQUEST_TIMEOUT_MS - ms_since(&t0);
+		long left = REQUEST_TIMEOUT_MS - ms_since(t0);
 		ssize_t n;
 
 		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
@@ -463,7 +457,7 @@ static void serve(struct lsq_metrics *mx, int fd)
 	default:
 		break;
 	}
-	if (!mx->body || ms_since(&mx->rendered) >= RENDER_MIN_MS) {
+	if (!mx->body || ms_since(mx->rendered) >= RENDER_MIN_MS) {
 		struct lsq_counter_set *set = malloc(sizeof(*set));
 		size_t len = 0;
 		char *body = NULL;
@@ -483,7 +477,7 @@ static void serve(struct lsq_metrics *mx, int fd)
 		free(mx->body);
 		mx->body = body;
 		mx->body_len = len;
-		clock_gettime(CLOCK_MONOTONIC, &mx->rendered);
+		mx->rendered = lsq_now_ns();
 	}
 	reply(fd, "200 OK", "text/plain; version=0.0.4; charset=utf-8",
 	      mx->body, mx->body_len);
@@ -496,14 +490,14 @@ static void serve(struct lsq_metrics *mx, int fd)
 static void close_gently(int fd)
 {
 	char sink[4096];
-	struct timespec t0;
+	uint64_t t0;
 	size_t drained = 0;
 
 	shutdown(fd, SHUT_WR);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = lsq_now_ns();
 	while (drained < (64u << 10)) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
-		long left = 200 - ms_since(&t0);
+		long left = 200 - ms_since(t0);
 		ssize_t n;
 
 		if (left <= 0 || poll(&p, 1, (int)left) <= 0)

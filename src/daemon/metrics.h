@@ -13,7 +13,6 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <time.h>
 
 #include "common/counter_set.h"
 #include "fuse/mount.h"
@@ -30,7 +29,7 @@ struct lsq_metrics {
 	 * RENDER_MIN_MS of it (metrics.c); the metrics thread's only */
 	char *body;
 	size_t body_len;
-	struct timespec rendered;
+	uint64_t rendered;      /* when, in lsq_now_ns() */
 	uint64_t renders;       /* sqfs_lazy_metrics_renders_total */
 };
 

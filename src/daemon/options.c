@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/bind_cpu.h"
 #include "common/log.h"
 #include "common/url.h"
 #include "lsq/error.h"
@@ -64,8 +65,7 @@ int lsq_parse_size(const char *s, uint64_t *out)
 
 unsigned lsq_default_threads(void)
 {
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	uint64_t n = (cpus > 0 ? (uint64_t)cpus : 1) * LSQ_THREADS_PER_CPU;
+	uint64_t n = (uint64_t)lsq_online_cpus() * LSQ_THREADS_PER_CPU;
 
 	if (n < 8)
 		n = 8;

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/histogram.h"
 #include "common/iso8601.h"
 #include "common/log.h"
 #include "lsq/error.h"
@@ -51,10 +52,7 @@ void lsq_url_command_free(char *url)
 
 static double monotonic_s(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return (double)lsq_now_ns() / 1e9;
 }
 
 /* The last non-empty line of what the command wrote to stderr, for the

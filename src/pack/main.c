@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/bind_cpu.h"
 #include "common/log.h"
 #include "format/ondisk.h"
 #include "lsq/error.h"
@@ -168,11 +169,10 @@ static int parse_args(int argc, char **argv, struct pk_opts *o)
 	bool lz4_hc = false;
 	char err[128];
 	int c, ret;
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 
 	memset(o, 0, sizeof(*o));
 	o->block_size = 128 * 1024;
-	o->jobs = cpus > 0 ? (unsigned)cpus : 1;
+	o->jobs = lsq_online_cpus();
 	while ((c = getopt_long(argc, argv, "b:c:l:j:qh", long_opts, NULL)) !=
 	       -1) {
 		switch (c) {

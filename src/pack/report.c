@@ -7,8 +7,8 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
-#include <time.h>
 
+#include "common/histogram.h"
 #include "lsq/error.h"
 #include "lsq_config.h"
 #include "pack/pack.h"
@@ -56,10 +56,7 @@ int pk_read_fail(const struct pk_ctx *ctx, const char *fmt, ...)
 
 double pk_now(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return (double)lsq_now_ns() / 1e9;
 }
 
 void pk_progress(struct pk_ctx *ctx, bool force)

@@ -21,8 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "common/bind_cpu.h"
 #include "common/file_io.h"
 #include "format/manifest_sign.h"
 #include "lsq/error.h"
@@ -199,11 +199,8 @@ int lsq_hash_units(int fd, struct lsq_manifest_entry *e, size_t n,
 	pthread_t tid[MAX_THREADS];
 	unsigned started = 0;
 
-	if (threads == 0) {
-		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-
-		threads = cpus > 0 ? (unsigned)cpus : 1;
-	}
+	if (threads == 0)
+		threads = lsq_online_cpus();
 	if (threads > MAX_THREADS)
 		threads = MAX_THREADS;
 	/* two buffers per worker: one hashed, one read ahead */

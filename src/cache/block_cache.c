@@ -30,6 +30,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/bufpool.h"
 #include "lsq/error.h"
@@ -596,6 +597,7 @@ static unsigned pick_shards(size_t budget, unsigned want)
 
 static int shard_init(struct shard *s)
 {
+	memset(s, 0, sizeof(*s));
 	s->buckets = calloc(INITIAL_BUCKETS, sizeof(*s->buckets));
 	if (!s->buckets)
 		return LSQ_ERR_NOMEM;
@@ -604,12 +606,8 @@ static int shard_init(struct shard *s)
 		return LSQ_ERR_NOMEM;
 	}
 	s->nbuckets = INITIAL_BUCKETS;
-	s->nentries = 0;
 	s->lru.next = &s->lru;
 	s->lru.prev = &s->lru;
-	s->bytes = 0;
-	s->nblocks = 0;
-	s->hits = s->misses = s->evictions = s->waits = s->reserved = 0;
 	return LSQ_OK;
 }
 

@@ -34,18 +34,6 @@ DECOMPRESS_HISTOGRAM(xz)
 DECOMPRESS_HISTOGRAM(lz4)
 DECOMPRESS_HISTOGRAM(zstd)
 
-static struct lsq_histogram *histogram_for_id(unsigned id)
-{
-	switch (id) {
-	case LSQ_CODEC_GZIP: return &gzip_seconds;
-	case LSQ_CODEC_LZMA: return &lzma_seconds;
-	case LSQ_CODEC_LZO: return &lzo_seconds;
-	case LSQ_CODEC_XZ: return &xz_seconds;
-	case LSQ_CODEC_LZ4: return &lz4_seconds;
-	default: return &zstd_seconds;
-	}
-}
-
 void lsq_codec_get_stats(struct lsq_codec *codec, uint64_t *calls,
 			 uint64_t *nanoseconds)
 {
@@ -54,32 +42,35 @@ void lsq_codec_get_stats(struct lsq_codec *codec, uint64_t *calls,
 					    memory_order_relaxed);
 }
 
+/* By SquashFS compressor id: every one named, built in or not, so that
+ * errors can name what is missing; ops NULL when not built in. */
+static const struct {
+	const char *name;
+	const struct lsq_codec_ops *ops;
+	struct lsq_histogram *seconds;
+} registry[] = {
+	[LSQ_CODEC_GZIP] = { "gzip", &lsq_codec_zlib_ops, &gzip_seconds },
+	[LSQ_CODEC_LZMA] = { "lzma", &lsq_codec_lzma_ops, &lzma_seconds },
+#if LSQ_HAVE_LZO
+	[LSQ_CODEC_LZO] = { "lzo", &lsq_codec_lzo_ops, &lzo_seconds },
+#else
+	[LSQ_CODEC_LZO] = { "lzo", NULL, &lzo_seconds },
+#endif
+	[LSQ_CODEC_XZ] = { "xz", &lsq_codec_xz_ops, &xz_seconds },
+	[LSQ_CODEC_LZ4] = { "lz4", &lsq_codec_lz4_ops, &lz4_seconds },
+	[LSQ_CODEC_ZSTD] = { "zstd", &lsq_codec_zstd_ops, &zstd_seconds },
+};
+
 static const struct lsq_codec_ops *ops_for_id(unsigned id)
 {
-	switch (id) {
-	case LSQ_CODEC_GZIP: return &lsq_codec_zlib_ops;
-	case LSQ_CODEC_LZMA: return &lsq_codec_lzma_ops;
-#if LSQ_HAVE_LZO
-	case LSQ_CODEC_LZO: return &lsq_codec_lzo_ops;
-#endif
-	case LSQ_CODEC_XZ: return &lsq_codec_xz_ops;
-	case LSQ_CODEC_LZ4: return &lsq_codec_lz4_ops;
-	case LSQ_CODEC_ZSTD: return &lsq_codec_zstd_ops;
-	}
-	return NULL;
+	return id < sizeof(registry) / sizeof(registry[0]) ? registry[id].ops
+							   : NULL;
 }
 
 const char *lsq_codec_name(unsigned id)
 {
-	/* every id, built in or not, so errors can name what is missing */
-	switch (id) {
-	case LSQ_CODEC_GZIP: return "gzip";
-	case LSQ_CODEC_LZMA: return "lzma";
-	case LSQ_CODEC_LZO: return "lzo";
-	case LSQ_CODEC_XZ: return "xz";
-	case LSQ_CODEC_LZ4: return "lz4";
-	case LSQ_CODEC_ZSTD: return "zstd";
-	}
+	if (id < sizeof(registry) / sizeof(registry[0]) && registry[id].name)
+		return registry[id].name;
 	return "unknown";
 }
 
@@ -120,7 +111,7 @@ int lsq_codec_create(unsigned id, const void *options, size_t options_len,
 		return LSQ_ERR_NOMEM;
 	codec->ops = ops;
 	codec->cfg.block_size = block_size;
-	codec->seconds = histogram_for_id(id);
+	codec->seconds = registry[id].seconds;
 
 	if (options) {
 		if (options_len != ops->options_len || ops->options_len == 0) {

@@ -15,10 +15,6 @@
 
 #include "lsq_config.h"
 
-/* SquashFS metadata blocks are 8 KiB; every decoder must cope with at least
- * that much output even when the data block size is smaller. */
-#define LSQ_CODEC_METADATA_SIZE 8192u
-
 /* Settings fixed at lsq_codec_create() time, read-only afterwards. */
 struct lsq_codec_cfg {
 	uint32_t block_size;

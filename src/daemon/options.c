@@ -576,11 +576,14 @@ static int store_value(struct lsq_mount_options *opt,
 		store_int(p, o->size, v);
 		return LSQ_OK;
 	case OPT_COUNT:
+	case OPT_CHOICE:
 		for (int i = 0; o->choices && o->choices[i]; i++)
 			if (strcmp(value, o->choices[i]) == 0) {
 				store_int(p, o->size, (uint64_t)i);
 				return LSQ_OK;
 			}
+		if (o->kind == OPT_CHOICE)
+			return bad_value(o->name, value, o->expect);
 		err = parse_count(o, value, &v);
 		if (!err)
 			store_int(p, o->size, v);
@@ -599,13 +602,6 @@ static int store_value(struct lsq_mount_options *opt,
 		*(char **)p = copy;
 		return LSQ_OK;
 	}
-	case OPT_CHOICE:
-		for (int i = 0; o->choices[i]; i++)
-			if (strcmp(value, o->choices[i]) == 0) {
-				store_int(p, o->size, (uint64_t)i);
-				return LSQ_OK;
-			}
-		return bad_value(o->name, value, o->expect);
 	case OPT_CUSTOM:
 		return o->parse(opt, o->name, value);
 	case OPT_IGNORED:

@@ -57,6 +57,18 @@ int lsq_image_inode(struct lsq_image *img, lsq_inode_ref ref,
 	return ret;
 }
 
+/* The fixed part of each inode type after the common header (the
+ * extended symlink's xattr index comes after its target). */
+static const uint8_t body_size[SQUASHFS_LSOCKET_TYPE + 1] = {
+	[SQUASHFS_DIR_TYPE] = 16, [SQUASHFS_REG_TYPE] = 16,
+	[SQUASHFS_SYMLINK_TYPE] = 8, [SQUASHFS_BLKDEV_TYPE] = 8,
+	[SQUASHFS_CHRDEV_TYPE] = 8, [SQUASHFS_FIFO_TYPE] = 4,
+	[SQUASHFS_SOCKET_TYPE] = 4, [SQUASHFS_LDIR_TYPE] = 24,
+	[SQUASHFS_LREG_TYPE] = 40, [SQUASHFS_LSYMLINK_TYPE] = 8,
+	[SQUASHFS_LBLKDEV_TYPE] = 12, [SQUASHFS_LCHRDEV_TYPE] = 12,
+	[SQUASHFS_LFIFO_TYPE] = 8, [SQUASHFS_LSOCKET_TYPE] = 8,
+};
+
 /* cur is borrowed: positioned here, finished by the caller. */
 static int decode_inode(struct lsq_image *img, lsq_inode_ref ref,
 			struct meta_cursor *cur, struct lsq_inode *out)
@@ -93,21 +105,18 @@ static int decode_inode(struct lsq_image *img, lsq_inode_ref ref,
 	ino.priv.disk_type = type;
 	if (ino.inode_number == 0 || ino.inode_number > img->sb.inode_count)
 		return bad_inode(img, ref, "inode number out of range");
+	ret = lsq_meta_read(img, cur, b, body_size[type]);
+	if (ret)
+		return ret;
 
 	switch (type) {
 	case SQUASHFS_DIR_TYPE:
-		ret = lsq_meta_read(img, cur, b, 16);
-		if (ret)
-			return ret;
 		ino.priv.a = ((uint64_t)lsq_le32(b) << 16) | lsq_le16(b + 10);
 		ino.nlink = lsq_le32(b + 4);
 		ino.size = lsq_le16(b + 8);
 		ino.priv.c = lsq_le32(b + 12);
 		break;
 	case SQUASHFS_LDIR_TYPE:
-		ret = lsq_meta_read(img, cur, b, 24);
-		if (ret)
-			return ret;
 		ino.nlink = lsq_le32(b);
 		ino.size = lsq_le32(b + 4);
 		ino.priv.a = ((uint64_t)lsq_le32(b + 8) << 16) | lsq_le16(b + 18);
@@ -117,9 +126,6 @@ static int decode_inode(struct lsq_image *img, lsq_inode_ref ref,
 		ino.priv.d = cursor_ref(cur); /* directory index follows */
 		break;
 	case SQUASHFS_REG_TYPE:
-		ret = lsq_meta_read(img, cur, b, 16);
-		if (ret)
-			return ret;
 		ino.nlink = 1;
 		ino.priv.a = lsq_le32(b);
 		ino.priv.c = lsq_le32(b + 4);
@@ -128,9 +134,6 @@ static int decode_inode(struct lsq_image *img, lsq_inode_ref ref,
 		ino.priv.b = cursor_ref(cur); /* block list follows */
 		break;
 	case SQUASHFS_LREG_TYPE:
-		ret = lsq_meta_read(img, cur, b, 40);
-		if (ret)
-			return ret;
 		ino.priv.a = lsq_le64(b);
 		ino.size = lsq_le64(b + 8);
 		ino.nlink = lsq_le32(b + 24);
@@ -142,9 +145,6 @@ static int decode_inode(struct lsq_image *img, lsq_inode_ref ref,
 		break;
 	case SQUASHFS_SYMLINK_TYPE:
 	case SQUASHFS_LSYMLINK_TYPE:
-		ret = lsq_meta_read(img, cur, b, 8);
-		if (ret)
-			return ret;
 		ino.nlink = lsq_le32(b);
 		ino.size = lsq_le32(b + 4);
 		/* The kernel refuses targets longer than a page. */
@@ -164,18 +164,12 @@ static int decode_inode(struct lsq_image *img, lsq_inode_ref ref,
 	case SQUASHFS_CHRDEV_TYPE:
 	case SQUASHFS_LBLKDEV_TYPE:
 	case SQUASHFS_LCHRDEV_TYPE:
-		ret = lsq_meta_read(img, cur, b, type > 7 ? 12 : 8);
-		if (ret)
-			return ret;
 		ino.nlink = lsq_le32(b);
 		ino.rdev = decode_dev(lsq_le32(b + 4));
 		if (type > 7)
 			ino.xattr_index = lsq_le32(b + 8);
 		break;
 	default: /* fifo, socket */
-		ret = lsq_meta_read(img, cur, b, type > 7 ? 8 : 4);
-		if (ret)
-			return ret;
 		ino.nlink = lsq_le32(b);
 		if (type > 7)
 			ino.xattr_index = lsq_le32(b + 4);
@@ -239,10 +233,8 @@ void lsq_image_stat(const struct lsq_image *img, const struct lsq_inode *ino,
 		uint64_t size = ino->size, sparse = ino->priv.g, blocks;
 
 		if (ino->priv.disk_type == SQUASHFS_LREG_TYPE)
-			blocks = sparse >= size ? 0 :
-				 ((size - sparse) >> 9) + ((size - sparse) & 511 ? 1 : 0);
-		else
-			blocks = (size >> 9) + (size & 511 ? 1 : 0);
+			size = sparse >= size ? 0 : size - sparse;
+		blocks = (size >> 9) + (size & 511 ? 1 : 0);
 		st->st_blocks = (blkcnt_t)(blocks < INT64_MAX / 2 ? blocks : INT64_MAX / 2);
 	}
 	/* The kernel charges xattrs to st_blocks too. */

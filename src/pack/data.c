@@ -690,9 +690,8 @@ int pk_bp_create(struct pk_ctx *ctx, struct pk_bp **out)
 	return LSQ_OK;
 }
 
-int pk_bp_finish(struct pk_bp *pbp)
+int pk_bp_finish(struct pk_bp *bp)
 {
-	struct pk_bp *bp = (struct pk_bp *)pbp;
 	int ret = flush_frag(bp);
 
 	while (!ret && lsq_opool_pending(bp->pool))
@@ -700,10 +699,8 @@ int pk_bp_finish(struct pk_bp *pbp)
 	return ret;
 }
 
-void pk_bp_destroy(struct pk_bp *pbp)
+void pk_bp_destroy(struct pk_bp *bp)
 {
-	struct pk_bp *bp = (struct pk_bp *)pbp;
-
 	if (!bp)
 		return;
 	lsq_opool_destroy(bp->pool);

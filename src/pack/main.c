@@ -390,12 +390,12 @@ int main(int argc, char **argv)
 		if (!ret && o.order)
 			ret = pk_order_prepare(&ctx, o.order, &ord);
 		if (ret)
-			goto fail;
+			goto out;
 	}
 	ctx.fd = make_temp(o.output);
 	if (ctx.fd < 0) {
 		ret = LSQ_ERR_IO;
-		goto fail;
+		goto out;
 	}
 	comp_len = lsq_comp_options(&o.comp, comp_opts);
 	ctx.pos = SQUASHFS_SUPERBLOCK_SIZE + (comp_len ? 2 + comp_len : 0);
@@ -419,7 +419,7 @@ int main(int argc, char **argv)
 	if (ctx.progress)
 		pk_progress(&ctx, true);
 	if (ret)
-		goto fail;
+		goto out;
 	if (key) {
 		/* the finished image, signed as sqfs-lazy-sign --key signs it
 		 * (the same code): the rename shows it only once signed */
@@ -429,7 +429,7 @@ int main(int argc, char **argv)
 				     sizeof(why));
 		if (ret) {
 			pk_error("%s: cannot sign: %s", o.output, why);
-			goto fail;
+			goto out;
 		}
 	}
 	mask = umask(0);
@@ -438,14 +438,14 @@ int main(int argc, char **argv)
 		pk_error("%s: %s", tmp_path, strerror(errno));
 		ctx.fd = -1;
 		ret = LSQ_ERR_IO;
-		goto fail;
+		goto out;
 	}
 	ctx.fd = -1;
 	if (rename(tmp_path, o.output)) {
 		pk_error("cannot rename %s to %s: %s", tmp_path, o.output,
 			 strerror(errno));
 		ret = LSQ_ERR_IO;
-		goto fail;
+		goto out;
 	}
 	tmp_live = 0;
 	if (!o.quiet && ctx.skipped)
@@ -469,11 +469,7 @@ int main(int argc, char **argv)
 			"manifest of %zu bytes, file %llu bytes\n", o.output,
 			signed_info.units, signed_info.manifest_len,
 			(unsigned long long)signed_info.image_size);
-	free_ctx(&ctx);
-	pk_order_fini(&ord);
-	lsq_sign_key_destroy(key);
-	return 0;
-fail:
+out:
 	if (ctx.fd >= 0)
 		close(ctx.fd);
 	if (tmp_live) {
@@ -483,6 +479,7 @@ fail:
 	free_ctx(&ctx);
 	pk_order_fini(&ord);
 	lsq_sign_key_destroy(key);
-	pk_error("%s not written", o.output);
-	return 1;
+	if (ret)
+		pk_error("%s not written", o.output);
+	return ret ? 1 : 0;
 }

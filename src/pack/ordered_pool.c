@@ -169,17 +169,8 @@ struct lsq_opool *lsq_opool_create(unsigned workers, size_t capacity,
 	tp->nthreads = workers;
 	return &tp->base;
 fail:
+	/* also when an array is missing: nothing was started then */
 	tp->nthreads = started;
-	if (tp->done && tp->threads && tp->args) {
-		thread_destroy(&tp->base);
-		return NULL;
-	}
-	free(tp->done);
-	free(tp->threads);
-	free(tp->args);
-	pthread_cond_destroy(&tp->work_cond);
-	pthread_cond_destroy(&tp->done_cond);
-	pthread_mutex_destroy(&tp->lock);
-	free(tp);
+	thread_destroy(&tp->base);
 	return NULL;
 }

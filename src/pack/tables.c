@@ -170,6 +170,8 @@ static int write_inode(struct tw *t, struct pk_inode *ino)
 {
 	bool has_x = ino->xattr_id != SQUASHFS_INVALID_XATTR;
 	unsigned type = basic_type(ino->mode);
+	uint32_t frag_offset = ino->frag_index == SQUASHFS_INVALID_FRAG ?
+			       0 : ino->frag_offset;
 	size_t n = 0;
 	uint8_t *b;
 
@@ -178,6 +180,12 @@ static int write_inode(struct tw *t, struct pk_inode *ino)
 					(size_t)ino->size : 0));
 	if (!b)
 		return LSQ_ERR_NOMEM;
+	/* all but files start alike; their extended forms (type + 7) end in
+	 * the xattr id */
+	if (type != SQUASHFS_REG_TYPE) {
+		base(b, ino, has_x ? type + 7 : type);
+		lsq_put32(b + 16, ino->nlink);
+	}
 	switch (type) {
 	case SQUASHFS_REG_TYPE:
 		if (ino->start > UINT32_MAX || ino->size > UINT32_MAX ||
@@ -188,18 +196,14 @@ static int write_inode(struct tw *t, struct pk_inode *ino)
 			lsq_put64(b + 32, ino->sparse);
 			lsq_put32(b + 40, ino->nlink);
 			lsq_put32(b + 44, ino->frag_index);
-			lsq_put32(b + 48, ino->frag_index ==
-						  SQUASHFS_INVALID_FRAG ?
-					  0 : ino->frag_offset);
+			lsq_put32(b + 48, frag_offset);
 			lsq_put32(b + 52, ino->xattr_id);
 			n = 56;
 		} else {
 			base(b, ino, SQUASHFS_REG_TYPE);
 			lsq_put32(b + 16, (uint32_t)ino->start);
 			lsq_put32(b + 20, ino->frag_index);
-			lsq_put32(b + 24, ino->frag_index ==
-						  SQUASHFS_INVALID_FRAG ?
-					  0 : ino->frag_offset);
+			lsq_put32(b + 24, frag_offset);
 			lsq_put32(b + 28, (uint32_t)ino->size);
 			n = 32;
 		}
@@ -207,36 +211,22 @@ static int write_inode(struct tw *t, struct pk_inode *ino)
 			lsq_put32(b + n, ino->blocks[i]);
 		break;
 	case SQUASHFS_SYMLINK_TYPE:
-		base(b, ino, has_x ? SQUASHFS_LSYMLINK_TYPE : type);
-		lsq_put32(b + 16, ino->nlink);
 		lsq_put32(b + 20, (uint32_t)ino->size);
 		memcpy(b + 24, ino->target, (size_t)ino->size);
 		n = 24 + (size_t)ino->size;
-		if (has_x) {
-			lsq_put32(b + n, ino->xattr_id);
-			n += 4;
-		}
 		break;
 	case SQUASHFS_BLKDEV_TYPE:
 	case SQUASHFS_CHRDEV_TYPE:
-		base(b, ino, has_x ? type + 7 : type);
-		lsq_put32(b + 16, ino->nlink);
 		lsq_put32(b + 20, ino->rdev);
 		n = 24;
-		if (has_x) {
-			lsq_put32(b + n, ino->xattr_id);
-			n += 4;
-		}
 		break;
 	default: /* fifo, socket */
-		base(b, ino, has_x ? type + 7 : type);
-		lsq_put32(b + 16, ino->nlink);
 		n = 20;
-		if (has_x) {
-			lsq_put32(b + n, ino->xattr_id);
-			n += 4;
-		}
 		break;
+	}
+	if (has_x && type != SQUASHFS_REG_TYPE) {
+		lsq_put32(b + n, ino->xattr_id);
+		n += 4;
 	}
 	ino->ref = mw_ref(&t->inodes);
 	ino->written = true;

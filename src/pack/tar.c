@@ -224,14 +224,8 @@ static int new_node(struct tar *t, const char *path, struct pk_node **out)
 		return LSQ_ERR_NOMEM;
 	n->path = strdup(path);
 	n->ino = calloc(1, sizeof(*n->ino));
-	if (!n->path || !n->ino) {
-		free(n->path);
-		free(n->ino);
-		free(n);
-		return LSQ_ERR_NOMEM;
-	}
 	n->name = strdup(slash ? slash + 1 : path);
-	if (!n->name || add_child(parent, n)) {
+	if (!n->path || !n->ino || !n->name || add_child(parent, n)) {
 		free(n->name);
 		free(n->path);
 		free(n->ino);

@@ -111,28 +111,21 @@ static struct node *node_get(struct shard *s, uint64_t ino, uint64_t h)
 
 int lsq_recorder_create(const char *path, struct lsq_recorder **out)
 {
-	struct lsq_recorder *rec = calloc(1, sizeof(*rec));
+	struct lsq_recorder *rec;
+	int ret = lsq_recorder_create_learning(0, 0, &rec), e;
 
-	if (!rec)
-		return LSQ_ERR_NOMEM;
+	if (ret)
+		return ret;
 	rec->path = strdup(path);
-	if (!rec->path) {
-		free(rec);
-		return LSQ_ERR_NOMEM;
-	}
-	rec->fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (rec->path)
+		rec->fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
 	if (rec->fd < 0) {
-		int e = errno;
-
-		free(rec->path);
-		free(rec);
+		e = errno;
+		ret = rec->path ? LSQ_ERR_IO : LSQ_ERR_NOMEM;
+		lsq_recorder_finish(rec, false);  /* frees it, writes nothing */
 		errno = e;
-		return LSQ_ERR_IO;
+		return ret;
 	}
-	rec->granule = 4096;
-	atomic_init(&rec->next_seq, 1);
-	for (unsigned i = 0; i < SHARDS; i++)
-		pthread_mutex_init(&rec->shards[i].lock, NULL);
 	*out = rec;
 	return LSQ_OK;
 }

@@ -39,7 +39,6 @@ int lsq_liblzma_ctx_create(const struct lsq_codec_cfg *cfg, void **out)
 {
 	lzma_stream *strm = malloc(sizeof(*strm));
 
-	(void)cfg;
 	if (!strm)
 		return LSQ_ERR_NOMEM;
 	/* the decoder itself is set up per call, reusing this stream */

@@ -22,7 +22,6 @@ static int lz4_parse_options(const uint8_t *opt, struct lsq_codec_cfg *cfg)
 	uint32_t version = lsq_le32(opt);
 	uint32_t flags = lsq_le32(opt + 4);
 
-	(void)cfg;
 	if (version != LZ4_LEGACY_VERSION || (flags & ~LZ4_FLAGS_ALL)) {
 		lsq_debug("lz4: bad options: version %u, flags 0x%x",
 			  (unsigned)version, (unsigned)flags);
@@ -37,8 +36,6 @@ static int lz4_decompress(const struct lsq_codec_cfg *cfg, void *ctx,
 {
 	int n;
 
-	(void)cfg;
-	(void)ctx;
 	/* LZ4 counts in int; see codec_zlib.c for why clamping is safe */
 	if (in_len > INT_MAX)
 		return LSQ_ERR_CODEC;

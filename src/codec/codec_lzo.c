@@ -51,7 +51,6 @@ static int lzo_parse_options(const uint8_t *opt, struct lsq_codec_cfg *cfg)
 	uint32_t level = lsq_le32(opt + 4);
 	bool ok;
 
-	(void)cfg;
 	/* only lzo1x_999 has levels; the tools store 0 for the others */
 	if (algorithm == LZO1X_999)
 		ok = level >= 1 && level <= 9;
@@ -72,8 +71,6 @@ static int lzo_decompress(const struct lsq_codec_cfg *cfg, void *ctx,
 	lzo_uint n = out_cap;
 	int ret;
 
-	(void)cfg;
-	(void)ctx;
 	/* Bounds-checked on input and output. Input left over after the
 	 * end-of-stream marker is LZO_E_INPUT_NOT_CONSUMED, an error. The
 	 * cast drops const only because lzo's prototype lacks it. */

@@ -22,7 +22,6 @@ static int zlib_parse_options(const uint8_t *opt, struct lsq_codec_cfg *cfg)
 	uint16_t window = lsq_le16(opt + 4);
 	uint16_t strategies = lsq_le16(opt + 6);
 
-	(void)cfg;
 	if (level < 1 || level > 9 || window < 8 || window > 15 ||
 	    (strategies & ~GZIP_STRATEGIES_ALL)) {
 		lsq_debug("gzip: bad options: level %u, window %u, "
@@ -38,7 +37,6 @@ static int zlib_ctx_create(const struct lsq_codec_cfg *cfg, void **out)
 {
 	z_stream *zs = calloc(1, sizeof(*zs));
 
-	(void)cfg;
 	if (!zs)
 		return LSQ_ERR_NOMEM;
 	/* zlib header, window up to 32 KiB: what mksquashfs writes */
@@ -65,7 +63,6 @@ static int zlib_decompress(const struct lsq_codec_cfg *cfg, void *ctx,
 	z_stream *zs = ctx;
 	int ret;
 
-	(void)cfg;
 	/* zlib counts in uInt; blocks are at most 1 MiB, so larger input is
 	 * not a SquashFS block and larger output room is never needed. */
 	if (in_len > UINT_MAX)

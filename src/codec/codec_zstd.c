@@ -13,7 +13,6 @@ static int zstd_parse_options(const uint8_t *opt, struct lsq_codec_cfg *cfg)
 {
 	uint32_t level = lsq_le32(opt);
 
-	(void)cfg;
 	/* the compression level is the only option; 1..22 like zstd's CLI */
 	if (level < 1 || level > 22) {
 		lsq_debug("zstd: bad options: level %u", (unsigned)level);
@@ -26,7 +25,6 @@ static int zstd_ctx_create(const struct lsq_codec_cfg *cfg, void **out)
 {
 	ZSTD_DCtx *dctx = ZSTD_createDCtx();
 
-	(void)cfg;
 	if (!dctx)
 		return LSQ_ERR_NOMEM;
 	*out = dctx;
@@ -44,7 +42,6 @@ static int zstd_decompress(const struct lsq_codec_cfg *cfg, void *ctx,
 {
 	size_t frame, n;
 
-	(void)cfg;
 	/* ZSTD_decompressDCtx would go on to decode further frames; a block
 	 * is exactly one, and anything after it is garbage. */
 	frame = ZSTD_findFrameCompressedSize(in, in_len);

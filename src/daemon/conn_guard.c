@@ -99,7 +99,6 @@ static int find_connection(const char *mountpoint, uint64_t *id)
 
 static void on_parent_death(int sig)
 {
-	(void)sig;
 	if (guard_abort_fd >= 0)
 		(void)!write(guard_abort_fd, "1", 1);
 	_exit(0);

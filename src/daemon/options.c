@@ -211,7 +211,6 @@ static int parse_mirror(struct lsq_mount_options *opt, const char *name,
 {
 	char *copy;
 
-	(void)name;
 	if (opt->http_opts.nmirrors == LSQ_HTTP_MAX_MIRRORS) {
 		lsq_err_log("at most %d -o mirror= options",
 			    LSQ_HTTP_MAX_MIRRORS);

@@ -151,10 +151,6 @@ static int read_key_file(const char *path, char **out, size_t *len,
 /* Never prompt: a key file that wants a passphrase is refused. */
 static int no_passphrase(char *buf, int size, int rwflag, void *u)
 {
-	(void)buf;
-	(void)size;
-	(void)rwflag;
-	(void)u;
 	return -1;
 }
 

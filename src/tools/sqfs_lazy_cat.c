@@ -52,7 +52,6 @@ static int resolve(struct lsq_image *img, const char *path,
 
 static int list_cb(void *ctx, const struct lsq_dirent *e)
 {
-	(void)ctx;
 	printf("%.*s\n", (int)e->name_len, e->name);
 	return 0;
 }

@@ -491,21 +491,24 @@ static int write_blob(struct pk_ctx *ctx, const void *p, size_t n)
 
 /* A lookup table: entries in metadata blocks, then the list of their
  * absolute start offsets, optionally preceded by header (xattr ids).
- * *table_start receives the offset of the header / list. */
+ * *table_start receives the offset of the header / list. Takes entries,
+ * malloc'd by the caller (NULL when that failed), and frees them. */
 static int write_lookup(struct pk_ctx *ctx, struct lsq_compressor *comp,
-			const uint8_t *entries, size_t len,
+			uint8_t *entries, size_t len,
 			const uint8_t *header, size_t header_len,
 			uint64_t *table_start)
 {
 	struct mw m = { .comp = comp };
 	size_t nblocks = (len + SQUASHFS_METADATA_SIZE - 1) /
 			 SQUASHFS_METADATA_SIZE;
-	uint8_t *list = calloc(nblocks ? nblocks : 1, 8);
+	uint8_t *list = entries ? calloc(nblocks ? nblocks : 1, 8) : NULL;
 	uint64_t base_pos = ctx->pos;
 	int ret;
 
-	if (!list)
+	if (!list) {
+		free(entries);
 		return LSQ_ERR_NOMEM;
+	}
 	for (size_t i = 0; i < nblocks; i++) {
 		size_t off = i * SQUASHFS_METADATA_SIZE;
 		size_t n = len - off < SQUASHFS_METADATA_SIZE ?
@@ -525,6 +528,7 @@ static int write_lookup(struct pk_ctx *ctx, struct lsq_compressor *comp,
 		ret = write_blob(ctx, list, nblocks * 8);
 	mw_free(&m);
 	free(list);
+	free(entries);
 	return ret;
 }
 
@@ -535,7 +539,7 @@ int pk_write_tables(struct pk_ctx *ctx, const uint8_t *comp_opts,
 	struct tw t = { .ctx = ctx };
 	struct lsq_superblock sb;
 	struct lsq_compressor *comp = lsq_compressor_create(&o->comp);
-	uint8_t *buf = NULL, sbuf[SQUASHFS_SUPERBLOCK_SIZE];
+	uint8_t *entries, sbuf[SQUASHFS_SUPERBLOCK_SIZE];
 	uint64_t padded;
 	int ret;
 
@@ -573,55 +577,36 @@ int pk_write_tables(struct pk_ctx *ctx, const uint8_t *comp_opts,
 
 	/* fragments */
 	sb.fragment_count = (uint32_t)ctx->nfrags;
-	buf = calloc(ctx->nfrags ? ctx->nfrags : 1, SQUASHFS_FRAGMENT_ENTRY_SIZE);
-	if (!buf) {
-		ret = LSQ_ERR_NOMEM;
-		goto out;
+	entries = calloc(ctx->nfrags ? ctx->nfrags : 1,
+			 SQUASHFS_FRAGMENT_ENTRY_SIZE);
+	for (size_t i = 0; entries && i < ctx->nfrags; i++) {
+		lsq_put64(entries + 16 * i, ctx->frag_start[i]);
+		lsq_put32(entries + 16 * i + 8, ctx->frag_size[i]);
 	}
-	for (size_t i = 0; i < ctx->nfrags; i++) {
-		lsq_put64(buf + 16 * i, ctx->frag_start[i]);
-		lsq_put32(buf + 16 * i + 8, ctx->frag_size[i]);
-	}
-	if (ctx->nfrags)
-		ret = write_lookup(ctx, comp, buf, ctx->nfrags * 16, NULL, 0,
-				   &sb.fragment_table_start);
-	else
-		sb.fragment_table_start = ctx->pos;
-	free(buf);
-	buf = NULL;
+	/* none: an empty table, which writes nothing */
+	ret = write_lookup(ctx, comp, entries, ctx->nfrags * 16, NULL, 0,
+			   &sb.fragment_table_start);
 	if (ret)
 		goto out;
 
 	/* export table */
 	sb.export_table_start = SQUASHFS_INVALID_BLK;
 	if (!o->no_exports) {
-		buf = malloc((size_t)t.count * 8);
-		if (!buf) {
-			ret = LSQ_ERR_NOMEM;
-			goto out;
-		}
-		for (uint32_t i = 0; i < t.count; i++)
-			lsq_put64(buf + 8 * (size_t)i, t.export_refs[i]);
-		ret = write_lookup(ctx, comp, buf, (size_t)t.count * 8, NULL, 0,
-				   &sb.export_table_start);
-		free(buf);
-		buf = NULL;
+		entries = malloc((size_t)t.count * 8);
+		for (uint32_t i = 0; entries && i < t.count; i++)
+			lsq_put64(entries + 8 * (size_t)i, t.export_refs[i]);
+		ret = write_lookup(ctx, comp, entries, (size_t)t.count * 8,
+				   NULL, 0, &sb.export_table_start);
 		if (ret)
 			goto out;
 	}
 
 	/* ids */
-	buf = malloc(ctx->nids * 4 + 4);
-	if (!buf) {
-		ret = LSQ_ERR_NOMEM;
-		goto out;
-	}
-	for (size_t i = 0; i < ctx->nids; i++)
-		lsq_put32(buf + 4 * i, ctx->ids[i]);
-	ret = write_lookup(ctx, comp, buf, ctx->nids * 4, NULL, 0,
+	entries = malloc(ctx->nids * 4 + 4);
+	for (size_t i = 0; entries && i < ctx->nids; i++)
+		lsq_put32(entries + 4 * i, ctx->ids[i]);
+	ret = write_lookup(ctx, comp, entries, ctx->nids * 4, NULL, 0,
 			   &sb.id_table_start);
-	free(buf);
-	buf = NULL;
 	if (ret)
 		goto out;
 
@@ -631,16 +616,11 @@ int pk_write_tables(struct pk_ctx *ctx, const uint8_t *comp_opts,
 		struct mw kv = { .comp = comp };
 		uint8_t hdr[SQUASHFS_XATTR_ID_TABLE_HEADER];
 		uint64_t kv_start = ctx->pos;
-
-		buf = malloc(ctx->nxsets * SQUASHFS_XATTR_ID_SIZE);
-		if (!buf) {
-			ret = LSQ_ERR_NOMEM;
-			goto out;
-		}
 		struct ool_tab ool = { 0 };
 
-		for (size_t i = 0; i < ctx->nxsets && !kv.err; i++) {
-			uint8_t *e = buf + i * SQUASHFS_XATTR_ID_SIZE;
+		entries = malloc(ctx->nxsets * SQUASHFS_XATTR_ID_SIZE);
+		for (size_t i = 0; entries && i < ctx->nxsets && !kv.err; i++) {
+			uint8_t *e = entries + i * SQUASHFS_XATTR_ID_SIZE;
 
 			lsq_put64(e, mw_ref(&kv));
 			lsq_put32(e + 8, ctx->xsets[i].count);
@@ -653,16 +633,16 @@ int pk_write_tables(struct pk_ctx *ctx, const uint8_t *comp_opts,
 		if (!ret)
 			ret = write_blob(ctx, kv.out, kv.out_len);
 		mw_free(&kv);
-		if (ret)
+		if (ret) {
+			free(entries);
 			goto out;
+		}
 		lsq_put64(hdr, kv_start);
 		lsq_put32(hdr + 8, (uint32_t)ctx->nxsets);
 		lsq_put32(hdr + 12, 0);
-		ret = write_lookup(ctx, comp, buf,
+		ret = write_lookup(ctx, comp, entries,
 				   ctx->nxsets * SQUASHFS_XATTR_ID_SIZE, hdr,
 				   sizeof(hdr), &sb.xattr_id_table_start);
-		free(buf);
-		buf = NULL;
 		if (ret)
 			goto out;
 	}
@@ -713,7 +693,6 @@ int pk_write_tables(struct pk_ctx *ctx, const uint8_t *comp_opts,
 	}
 	ctx->pos = padded;
 out:
-	free(buf);
 	free(t.export_refs);
 	free(t.scratch);
 	free(t.listing);

@@ -11,6 +11,18 @@
  * (/sys/fs/fuse/connections/N). The guard opens its `abort` file at
  * start and keeps it open: once the connection is gone, writing the stale
  * file aborts nothing, so a later mount that reuses N is never touched.
+ *
+ * With takeover, the guard also holds the connection's /dev/fuse file
+ * (the daemon reads every request from that one file, never from clones
+ * of it): when the daemon dies, the requests it had read stay queued on
+ * that file instead of failing, and the guard starts a new daemon with
+ * the same arguments on it, which replays the INIT, asks the kernel to
+ * resend them, starts a guard of its own and says so ("k" on the
+ * handshake socket); then this guard exits. A new daemon that does not
+ * come up within START_TIMEOUT_S is killed and another tried, up to
+ * MAX_ATTEMPTS, and MAX_QUICK_DEATHS daemons in a row that each die
+ * within QUICK_DEATH_NS of taking over (a crash on what it is asked)
+ * end the mount as before: the connection is aborted.
  */
 #include "daemon/conn_guard.h"
 
@@ -27,15 +39,31 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <poll.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
 
 #define FUSECTL_DIR "/sys/fs/fuse/connections"
+#define TAKEOVER_ENV "SQFS_LAZY_TAKEOVER"
+#define START_TIMEOUT_S 60
+#define MAX_ATTEMPTS 3u
+#define MAX_QUICK_DEATHS 5u
+#define QUICK_DEATH_NS (2ull * 1000000000ull)
 
 static volatile int guard_abort_fd = -1;
+static volatile sig_atomic_t parent_died;
 static char *cmdline_start;
 static size_t cmdline_len;
+static int saved_argc;
+static char **saved_argv;
+
+void lsq_conn_guard_set_argv(int argc, char **argv)
+{
+	saved_argc = argc;
+	saved_argv = argv;
+}
 
 void lsq_conn_guard_set_cmdline(char *start, size_t len)
 {
@@ -97,10 +125,23 @@ static int find_connection(const char *mountpoint, uint64_t *id)
 	return found;
 }
 
-static void on_parent_death(int sig)
+static void abort_connection(void)
 {
 	if (guard_abort_fd >= 0)
 		(void)!write(guard_abort_fd, "1", 1);
+}
+
+/* Without takeover, the guard's whole job; with it, the main loop's
+ * read is interrupted and it takes over. */
+static bool takeover_armed;
+
+static void on_parent_death(int sig)
+{
+	if (takeover_armed) {
+		parent_died = 1;
+		return;
+	}
+	abort_connection();
 	_exit(0);
 }
 
@@ -146,30 +187,231 @@ static int open_abort_file(const char *path)
 	return fd;
 }
 
-/* Above all /dev/fuse: a guard holding it would keep the connection
- * alive itself. close_range() needs Linux 5.9; older kernels get a loop. */
-static void close_other_fds(int keep)
+/* Above all /dev/fuse, unless it is kept for a takeover (keep2 >= 0): a
+ * guard holding it keeps the connection alive itself. close_range()
+ * needs Linux 5.9; older kernels get a loop. */
+static void close_other_fds(int keep, int keep2)
 {
 	struct rlimit rl;
-	int limit = 65536;
+	int limit = 65536, lo = keep2 >= 0 && keep2 < keep ? keep2 : keep;
+	int hi = keep2 > keep ? keep2 : keep;
 
-	if ((keep == 3 || close_range(3, (unsigned)keep - 1, 0) == 0) &&
-	    close_range((unsigned)keep + 1, ~0u, 0) == 0)
+	if ((lo == 3 || close_range(3, (unsigned)lo - 1, 0) == 0) &&
+	    (hi == lo || hi == lo + 1 ||
+	     close_range((unsigned)lo + 1, (unsigned)hi - 1, 0) == 0) &&
+	    close_range((unsigned)hi + 1, ~0u, 0) == 0)
 		return;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536)
 		limit = (int)rl.rlim_cur;
 	for (int fd = 3; fd < limit; fd++)
-		if (fd != keep)
+		if (fd != keep && fd != keep2)
 			close(fd);
 }
 
+static uint64_t realtime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* What a takeover needs after the daemon is gone. */
+struct guard_state {
+	const struct lsq_guard_takeover *tk;
+	struct lsq_init_record init;
+	bool have_init;
+	char **argv;   /* a copy: the original is renamed */
+	char exe[4096];
+	const char *mountpoint;
+	uint64_t started_ns;  /* when the daemon came up */
+};
+
+static char **copy_argv(void)
+{
+	char **v = calloc((size_t)saved_argc + 1, sizeof(*v));
+
+	if (!v)
+		return NULL;
+	for (int i = 0; i < saved_argc; i++)
+		if (!(v[i] = strdup(saved_argv[i])))
+			return NULL;
+	return v;
+}
+
+/* Start a new daemon on the connection; true once it says it serves. */
+static bool start_successor(struct guard_state *gs,
+			    const struct lsq_takeover_count *count,
+			    uint64_t died_ns, unsigned attempt)
+{
+	char *hex = lsq_init_record_encode(&gs->init), *env = NULL;
+	int hs[2], status;
+	struct pollfd pfd;
+	char ok = 0;
+	pid_t pid;
+	int n;
+
+	if (!hex || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, hs) ||
+	    asprintf(&env, "fd=3 handshake=4 died=%llu crash=%u upgrade=%u quick=%u init=%s mnt=%s",
+		     (unsigned long long)died_ns, count->crash, count->upgrade,
+		     count->quick_deaths, hex, gs->mountpoint) < 0) {
+		free(hex);
+		lsq_warn("takeover: cannot prepare a new daemon: %s",
+			 strerror(errno));
+		return false;
+	}
+	free(hex);
+	pid = fork();
+	if (pid == 0) {
+		/* above every fd the dups below could land on */
+		int fuse = fcntl(gs->tk->fuse_fd, F_DUPFD, 10);
+		int sock = fcntl(hs[1], F_DUPFD, 10);
+
+		sigset_t none;
+
+		if (fuse < 0 || sock < 0 || dup2(fuse, 3) != 3 ||
+		    dup2(sock, 4) != 4)
+			_exit(127);
+		close(fuse);
+		close(sock);
+		/* the guard's dispositions are not the daemon's */
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGUSR1, SIG_DFL);
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		setenv(TAKEOVER_ENV, env, 1);
+		execv(gs->exe, gs->argv);
+		_exit(127);
+	}
+	free(env);
+	close(hs[1]);
+	if (pid < 0) {
+		close(hs[0]);
+		lsq_warn("takeover: cannot start a new daemon: %s",
+			 strerror(errno));
+		return false;
+	}
+	pfd = (struct pollfd){ .fd = hs[0], .events = POLLIN };
+	do
+		n = poll(&pfd, 1, START_TIMEOUT_S * 1000);
+	while (n < 0 && errno == EINTR);
+	if (n == 1)
+		n = (int)read(hs[0], &ok, 1);
+	close(hs[0]);
+	if (n == 1 && ok == 'k')
+		return true;
+	/* it died, or hangs: make sure it is gone before the next try */
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	lsq_warn("takeover: new daemon %d (attempt %u of %u) did not come up (%s)",
+		 (int)pid, attempt, MAX_ATTEMPTS,
+		 n == 0 ? "it ended"
+			: n < 0 ? strerror(errno) : "no answer in time");
+	return false;
+}
+
+/* Whether pid has ended (a zombie, or reaped). */
+static bool ended(pid_t pid)
+{
+	char path[64], st[512], *close_paren;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return true;
+	n = read(fd, st, sizeof(st) - 1);
+	close(fd);
+	if (n <= 0)
+		return true;
+	st[n] = '\0';
+	close_paren = strrchr(st, ')');
+	return !close_paren || close_paren[2] == 'Z' || close_paren[2] == 'X';
+}
+
+/* The daemon is gone: start another on the connection, or abort it. */
+static void __attribute__((noreturn)) take_over(struct guard_state *gs,
+					       pid_t daemon)
+{
+	struct lsq_takeover_count count = gs->tk->count;
+	uint64_t now = realtime_ns();
+
+	if (!gs->have_init) {
+		lsq_warn("takeover: the daemon died before its first request, or this kernel cannot resend requests; aborting the connection (readers get ENOTCONN)");
+		abort_connection();
+		_exit(0);
+	}
+	/* its other threads end a moment after the main one: until then it
+	 * holds its files (cache_dir's lock). A thread that cannot end
+	 * until the READ it waits on is answered (conn_guard.h) does not
+	 * hold us up past a second. */
+	for (int i = 0; i < 100 && !ended(daemon); i++)
+		usleep(10000);
+	count.crash++;
+	count.quick_deaths = now - gs->started_ns < QUICK_DEATH_NS
+				     ? count.quick_deaths + 1 : 0;
+	if (count.quick_deaths >= MAX_QUICK_DEATHS) {
+		lsq_warn("takeover: %u daemons in a row died within %llu s of taking over; aborting the connection (readers get ENOTCONN)",
+			 count.quick_deaths,
+			 (unsigned long long)(QUICK_DEATH_NS / 1000000000ull));
+		abort_connection();
+		_exit(0);
+	}
+	for (unsigned attempt = 1; attempt <= MAX_ATTEMPTS; attempt++)
+		if (start_successor(gs, &count, now, attempt))
+			_exit(0);
+	lsq_warn("takeover: no new daemon came up in %u attempts; aborting the connection (readers get ENOTCONN)",
+		 MAX_ATTEMPTS);
+	abort_connection();
+	_exit(0);
+}
+
+/* After 'I': a 4-byte length and the record, the kernel's INIT. */
+static bool read_init(int sock, struct lsq_init_record *rec)
+{
+	uint32_t len;
+
+	if (read(sock, &len, sizeof(len)) != (ssize_t)sizeof(len) ||
+	    len == 0 || len > LSQ_INIT_RECORD_MAX ||
+	    read(sock, rec->bytes, len) != (ssize_t)len)
+		return false;
+	rec->len = len;
+	return true;
+}
+
 static void __attribute__((noreturn))
-guard_main(int sock, pid_t parent, uint64_t id)
+guard_main(int sock, pid_t parent, uint64_t id, const char *mountpoint,
+	   const struct lsq_guard_takeover *tk)
 {
 	struct sigaction sa = { .sa_handler = on_parent_death };
+	struct guard_state gs = { .tk = tk, .mountpoint = mountpoint,
+				  .started_ns = realtime_ns() };
 	sigset_t hup;
 	char path[128], cmd;
 	int status;
+
+	if (tk) {
+		ssize_t n = readlink("/proc/self/exe", gs.exe,
+				     sizeof(gs.exe) - 1);
+		char *deleted;
+
+		gs.argv = copy_argv();
+		if (n > 0) {
+			gs.exe[n] = '\0';
+			/* replaced on disk (an upgrade): start what is
+			 * there now */
+			deleted = strstr(gs.exe, " (deleted)");
+			if (deleted && deleted[10] == '\0')
+				*deleted = '\0';
+		}
+		if (tk->init) {
+			gs.init = *tk->init;
+			gs.have_init = true;
+		}
+		takeover_armed = gs.argv && n > 0;
+	}
 
 	/* first: tools looking for the daemon by its argv find it alone */
 	prctl(PR_SET_NAME, "sqfs-lazy-guard");
@@ -188,7 +430,7 @@ guard_main(int sock, pid_t parent, uint64_t id)
 	sigprocmask(SIG_UNBLOCK, &hup, NULL);
 	if (prctl(PR_SET_PDEATHSIG, SIGHUP) != 0 || getppid() != parent)
 		_exit(1);
-	close_other_fds(sock);
+	close_other_fds(sock, takeover_armed ? tk->fuse_fd : -1);
 
 	snprintf(path, sizeof(path), FUSECTL_DIR "/%" PRIu64 "/abort", id);
 	guard_abort_fd = open_abort_file(path);
@@ -198,13 +440,24 @@ guard_main(int sock, pid_t parent, uint64_t id)
 	for (;;) {
 		ssize_t n = read(sock, &cmd, 1);
 
-		if (n < 0 && errno == EINTR)
+		if (n < 0 && errno == EINTR) {
+			if (parent_died)
+				take_over(&gs, parent);
 			continue;
+		}
+		if (n == 1 && cmd == 'I') {
+			gs.have_init = read_init(sock, &gs.init);
+			continue;
+		}
+		/* the daemon gone with its end, not disarmed */
+		if (takeover_armed && !(n == 1 && cmd == 'q'))
+			take_over(&gs, parent);
 		_exit(0); /* disarmed, or the daemon closed its end */
 	}
 }
 
-void lsq_conn_guard_start(struct lsq_conn_guard *g, const char *mountpoint)
+void lsq_conn_guard_start(struct lsq_conn_guard *g, const char *mountpoint,
+			  const struct lsq_guard_takeover *tk)
 {
 	pid_t parent = getpid();
 	uint64_t id;
@@ -223,7 +476,8 @@ void lsq_conn_guard_start(struct lsq_conn_guard *g, const char *mountpoint)
 	g->pid = fork();
 	if (g->pid == 0) {
 		close(sv[0]);
-		guard_main(sv[1], parent, id);
+		guard_main(sv[1], parent, id, mountpoint,
+			   tk && tk->fuse_fd >= 0 ? tk : NULL);
 	}
 	close(sv[1]);
 	n = -1;
@@ -242,6 +496,52 @@ void lsq_conn_guard_start(struct lsq_conn_guard *g, const char *mountpoint)
 	g->disarm_fd = sv[0];
 	lsq_debug("connection %" PRIu64 " guarded by process %d", id,
 		  (int)g->pid);
+}
+
+void lsq_conn_guard_send_init(struct lsq_conn_guard *g,
+			      const struct lsq_init_record *rec)
+{
+	uint8_t msg[1 + sizeof(uint32_t) + LSQ_INIT_RECORD_MAX];
+	uint32_t len = rec->len;
+
+	if (g->pid <= 0)
+		return;
+	msg[0] = 'I';
+	memcpy(msg + 1, &len, sizeof(len));
+	memcpy(msg + 1 + sizeof(len), rec->bytes, len);
+	(void)send(g->disarm_fd, msg, 1 + sizeof(len) + len, MSG_NOSIGNAL);
+}
+
+bool lsq_conn_guard_inherited(struct lsq_inherited *out, bool *err)
+{
+	const char *env = getenv(TAKEOVER_ENV);
+	unsigned long long died = 0;
+	const char *init, *mnt;
+	char hex[2 * LSQ_INIT_RECORD_MAX + 1];
+	bool ok;
+
+	*err = false;
+	if (!env)
+		return false;
+	memset(out, 0, sizeof(*out));
+	init = strstr(env, " init=");
+	mnt = init ? strstr(init, " mnt=") : NULL;
+	ok = sscanf(env, "fd=%d handshake=%d died=%llu crash=%u upgrade=%u quick=%u",
+		    &out->fuse_fd, &out->handshake_fd, &died,
+		    &out->count.crash, &out->count.upgrade,
+		    &out->count.quick_deaths) == 6 &&
+	     mnt && (size_t)(mnt - init - 6) < sizeof(hex) &&
+	     strlen(mnt + 5) < sizeof(out->mountpoint);
+	if (ok) {
+		memcpy(hex, init + 6, (size_t)(mnt - init - 6));
+		hex[mnt - init - 6] = '\0';
+		strcpy(out->mountpoint, mnt + 5);
+		ok = lsq_init_record_decode(hex, &out->init);
+	}
+	out->died_ns = died;
+	unsetenv(TAKEOVER_ENV);
+	*err = !ok;
+	return true;
 }
 
 void lsq_conn_guard_disarm(struct lsq_conn_guard *g)

@@ -15,12 +15,49 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
+
+#include "fuse/takeover_io.h"
 
 struct lsq_conn_guard {
 	pid_t pid;     /* the guard process, or 0 when there is none */
 	int disarm_fd; /* write end of its pipe */
 };
+
+/* How the connection changed hands so far; each daemon's guard hands it
+ * on, one higher, to the daemon it starts. */
+struct lsq_takeover_count {
+	unsigned crash, upgrade;
+	/* daemons in a row that died within seconds of taking over */
+	unsigned quick_deaths;
+};
+
+/* Takeover (-o takeover): instead of aborting the connection when the
+ * daemon dies, the guard keeps it (fuse_fd, which it holds) and starts a
+ * new daemon with the same arguments on it. */
+struct lsq_guard_takeover {
+	int fuse_fd;  /* -1: no takeover, abort as before */
+	struct lsq_takeover_count count;
+	/* the kernel's INIT, when known at start (a daemon that took over);
+	 * NULL: the daemon tells it once read (lsq_conn_guard_send_init) */
+	const struct lsq_init_record *init;
+};
+
+/* What a daemon started by a guard inherits (SQFS_LAZY_TAKEOVER). */
+struct lsq_inherited {
+	int fuse_fd;       /* the connection */
+	int handshake_fd;  /* write "k" once serving, then close */
+	uint64_t died_ns;  /* when the daemon before died (CLOCK_REALTIME) */
+	struct lsq_takeover_count count;  /* this takeover included */
+	struct lsq_init_record init;
+	char mountpoint[4096];  /* canonical: the mount is not asked */
+};
+
+/* Whether this process was started by a guard to take over; the
+ * variable is removed from the environment. false with *err set: it was,
+ * but the variable does not parse. */
+bool lsq_conn_guard_inherited(struct lsq_inherited *out, bool *err);
 
 /* The bytes of the process's argv strings (argv[0] to the end of the
  * last), which /proc/PID/cmdline shows: the guard writes its own name
@@ -28,12 +65,22 @@ struct lsq_conn_guard {
  * before anything rewrites argv. */
 void lsq_conn_guard_set_cmdline(char *start, size_t len);
 
+/* The daemon's arguments, which a takeover starts the new daemon with
+ * (the guard copies them before it renames itself). */
+void lsq_conn_guard_set_argv(int argc, char **argv);
+
 /* Start the guard for the FUSE mount at `mountpoint`, made by this
  * process. Call from the thread that lives until the end (the guard
  * watches that thread), after fuse_daemonize() and before other threads
  * start. Without fusectl (and not root, so it cannot be mounted for the
  * guard alone) there is no guard; one debug line says so. */
-void lsq_conn_guard_start(struct lsq_conn_guard *g, const char *mountpoint);
+void lsq_conn_guard_start(struct lsq_conn_guard *g, const char *mountpoint,
+			  const struct lsq_guard_takeover *tk);
+
+/* The kernel's INIT, for the guard to hand to a new daemon (from the
+ * thread that read it; once). */
+void lsq_conn_guard_send_init(struct lsq_conn_guard *g,
+			      const struct lsq_init_record *rec);
 
 /* After a clean unmount: the guard exits without aborting anything. */
 void lsq_conn_guard_disarm(struct lsq_conn_guard *g);

@@ -21,6 +21,7 @@
 #include "daemon/daemon.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -28,8 +29,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 #include <syslog.h>
 
@@ -45,6 +49,7 @@
 #include "daemon/status.h"
 #include "fuse/mount.h"
 #include "fuse/stats.h"
+#include "fuse/takeover_io.h"
 #include "fuse/uring.h"
 #include "lsq/error.h"
 #include "lsq/source.h"
@@ -225,7 +230,7 @@ static void log_from_fuse(enum fuse_log_level level, const char *fmt,
  * the caller's CPU paid on this project's bench VM once and then no longer
  * (docs/decisions.md, 2026-11-25), so the plain loop it is. */
 static int run_loop(struct fuse_session *se,
-		    const struct lsq_mount_options *opt)
+		    const struct lsq_mount_options *opt, bool one_fd)
 {
 	struct fuse_loop_config *cfg;
 	int ret;
@@ -235,8 +240,10 @@ static int run_loop(struct fuse_session *se,
 	cfg = fuse_loop_cfg_create();
 	if (!cfg)
 		return -ENOMEM;
-	/* One /dev/fuse descriptor per worker spares them a shared queue. */
-	fuse_loop_cfg_set_clone_fd(cfg, 1);
+	/* One /dev/fuse descriptor per worker spares them a shared queue;
+	 * a takeover needs every request read from the one file the guard
+	 * holds (clones die with the daemon, failing what they had read). */
+	fuse_loop_cfg_set_clone_fd(cfg, !one_fd);
 	fuse_loop_cfg_set_max_threads(cfg, opt->threads);
 	ret = fuse_session_loop_mt(se, cfg);
 	fuse_loop_cfg_destroy(cfg);
@@ -323,6 +330,84 @@ static void start_profile(struct lsq_startup_profile *p,
 	lsq_startup_profile_start(p, img, &po);
 }
 
+/* The daemon's side of a takeover (src/daemon/conn_guard.c). */
+struct takeover {
+	bool on;                 /* the guard may start a new daemon */
+	bool inherited;          /* this daemon took the connection over */
+	struct lsq_inherited from;
+	struct lsq_conn_guard *guard;
+};
+
+static void tell_guard_init(const struct lsq_init_record *rec, void *ctx)
+{
+	struct takeover *t = ctx;
+
+	if (!lsq_takeover_kernel_resends(rec)) {
+		lsq_warn("takeover: off (this kernel cannot resend requests; Linux 6.9 or later can)");
+		return;
+	}
+	lsq_conn_guard_send_init(t->guard, rec);
+}
+
+/* A new daemon on an inherited connection: the INIT the kernel sent the
+ * first daemon replayed, the requests the dead one had read resent. */
+static int carry_on(struct fuse_session *se, struct takeover *t)
+{
+	int err;
+
+	fcntl(t->from.fuse_fd, F_SETFD, FD_CLOEXEC);
+	fcntl(t->from.handshake_fd, F_SETFD, FD_CLOEXEC);
+	if (lsq_takeover_io_install(se, t->from.fuse_fd, NULL, NULL) != 0 ||
+	    lsq_takeover_replay_init(se, &t->from.init) != 0) {
+		lsq_err_log("takeover: cannot set up the inherited connection");
+		return -1;
+	}
+	err = lsq_takeover_resend(t->from.fuse_fd);
+	if (err) {
+		lsq_err_log("takeover: the kernel refused to resend requests: %s",
+			    strerror(-err));
+		return -1;
+	}
+	return 0;
+}
+
+/* A daemon that took over did not mount: libfuse does not know the mount
+ * point, so the unmount at a clean stop is ours. */
+static void unmount_inherited(const char *mountpoint)
+{
+	pid_t pid;
+
+	if (geteuid() == 0) {
+		if (umount2(mountpoint, MNT_DETACH) != 0 && errno != EINVAL)
+			lsq_warn("%s: unmount: %s", mountpoint,
+				 strerror(errno));
+		return;
+	}
+	pid = fork();
+	if (pid == 0) {
+		execlp("fusermount3", "fusermount3", "-u", "-z", "-q",
+		       mountpoint, (char *)NULL);
+		_exit(127);
+	}
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+}
+
+static void say_taken_over(struct takeover *t, const char *mountpoint)
+{
+	struct timespec now;
+	double paused;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	paused = ((double)now.tv_sec * 1e9 + (double)now.tv_nsec -
+		  (double)t->from.died_ns) / 1e9;
+	lsq_warn("takeover: process %d serves %s after its daemon died (takeover %u; readers paused %.3f s)",
+		 (int)getpid(), mountpoint,
+		 t->from.count.crash + t->from.count.upgrade, paused);
+	(void)!write(t->from.handshake_fd, "k", 1);
+	close(t->from.handshake_fd);
+}
+
 static int run_mount(struct lsq_mount_options *opt)
 {
 	struct lsq_mount m = {
@@ -340,6 +425,8 @@ static int run_mount(struct lsq_mount_options *opt)
 	struct ready_notifier ready = { .running = false };
 	struct lsq_uring *uring = NULL;
 	struct lsq_conn_guard guard = { .pid = 0 };
+	struct takeover tk = { .guard = &guard };
+	bool inherit_err = false;
 	struct fuse_session *se;
 	struct stat below;
 	char *shown = NULL, *canonical = NULL, *learned_path = NULL;
@@ -353,6 +440,11 @@ static int run_mount(struct lsq_mount_options *opt)
 	sigemptyset(&usr1);
 	sigaddset(&usr1, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &usr1, NULL);
+	tk.inherited = lsq_conn_guard_inherited(&tk.from, &inherit_err);
+	if (inherit_err) {
+		lsq_err_log("takeover: the connection handed over does not parse");
+		return 1;
+	}
 
 	/* libfuse's connection tunables (max_readahead, ...) are not known
 	 * to fuse_session_new(); take them out first, apply them in init. */
@@ -397,41 +489,82 @@ static int run_mount(struct lsq_mount_options *opt)
 
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out_destroy;
-	if (stat(opt->mountpoint, &below) != 0) {
+	/* a daemon that took over must not look at the mount point: that
+	 * asks the mount, which nobody serves until it does */
+	if (tk.inherited) {
+		canonical = strdup(tk.from.mountpoint);
+		below.st_dev = 0;
+	} else if (stat(opt->mountpoint, &below) != 0) {
 		lsq_err_log("%s: %s", opt->mountpoint, strerror(errno));
 		goto out_remove_handlers;
+	} else {
+		/* before the mount: resolving the path afterwards would
+		 * ask us */
+		canonical = realpath(opt->mountpoint, NULL);
 	}
-	/* before the mount: resolving the path afterwards would ask us */
-	canonical = realpath(opt->mountpoint, NULL);
 	m.mountpoint = canonical ? canonical : opt->mountpoint;
 	m.started = time(NULL);
 	if (opt->metrics) {
 		char why[512];
 
-		/* bound now, so a taken port is the mount's error */
+		/* bound now, so a taken port is the mount's error; after a
+		 * takeover the dead daemon may hold it a while yet */
 		if (lsq_metrics_bind(&metrics, opt->metrics,
 				     canonical ? canonical : opt->mountpoint,
 				     opt->image, why, sizeof(why)) != 0) {
-			lsq_err_log("%s", why);
-			goto out_remove_handlers;
+			if (!tk.inherited) {
+				lsq_err_log("%s", why);
+				goto out_remove_handlers;
+			}
+			lsq_warn("%s; no metrics after the takeover", why);
 		}
 	}
-	if (fuse_session_mount(se, opt->mountpoint) != 0)
-		goto out_remove_handlers;
-	if (!opt->foreground) {
-		if (fuse_daemonize(0) != 0)
-			goto out_unmount;
-		openlog(PROG, LOG_PID, LOG_DAEMON);
-		lsq_log_use_syslog(true);
-		fuse_set_log_func(log_from_fuse);
+	/* a takeover needs /dev/fuse: rings die with the daemon, and what
+	 * they had read with them; io_uring=auto then means off */
+	tk.on = (opt->takeover || tk.inherited) &&
+		(opt->io_uring <= 0 || opt->single_thread);
+	if (opt->takeover && !tk.on)
+		lsq_warn("takeover: off (not with io_uring=on)");
+	if (tk.inherited) {
+		if (carry_on(se, &tk) != 0)
+			goto out_remove_handlers;
+		if (!opt->foreground) {
+			openlog(PROG, LOG_PID, LOG_DAEMON);
+			lsq_log_use_syslog(true);
+			fuse_set_log_func(log_from_fuse);
+		}
+		m.takeovers_crash = tk.from.count.crash;
+		m.takeovers_upgrade = tk.from.count.upgrade;
+	} else {
+		if (fuse_session_mount(se, opt->mountpoint) != 0)
+			goto out_remove_handlers;
+		if (!opt->foreground) {
+			if (fuse_daemonize(0) != 0)
+				goto out_unmount;
+			openlog(PROG, LOG_PID, LOG_DAEMON);
+			lsq_log_use_syslog(true);
+			fuse_set_log_func(log_from_fuse);
+		}
+		if (tk.on && lsq_takeover_io_install(se, fuse_session_fd(se),
+						     tell_guard_init, &tk)) {
+			lsq_warn("takeover: off (cannot watch the connection)");
+			tk.on = false;
+		}
 	}
 
-	lsq_conn_guard_start(&guard, canonical);
+	lsq_conn_guard_start(&guard, canonical, &(struct lsq_guard_takeover){
+		.fuse_fd = tk.on ? (tk.inherited ? tk.from.fuse_fd
+						 : fuse_session_fd(se))
+				 : -1,
+		.count = tk.from.count,
+		.init = tk.inherited ? &tk.from.init : NULL });
+	if (tk.inherited)
+		say_taken_over(&tk, opt->mountpoint);
 	/* no fork after this point: background fetches may use threads */
 	lsq_source_allow_threads(lsq_image_source(m.img));
 	start_profile(&profile, opt, m.img);
 	lsq_background_policy_start(opt, m.img);
-	if (opt->io_uring != 0 && !opt->single_thread)
+	if (opt->io_uring != 0 && !opt->single_thread && !tk.on)
 		uring = lsq_uring_start(se, opt->threads, opt->io_uring > 0);
 	m.uring = uring;  /* before the stats watcher reads it */
 	start_watcher(&watcher, &m);
@@ -439,10 +572,11 @@ static int run_mount(struct lsq_mount_options *opt)
 	ready.mountpoint = opt->mountpoint;
 	ready.dev_below = below.st_dev;
 	ready.shown_image = shown ? shown : "the image";
-	start_ready_notifier(&ready);
+	if (!tk.inherited)
+		start_ready_notifier(&ready);
 	lsq_debug("%s: serving requests", opt->mountpoint);
 	served = true;
-	ret = run_loop(se, opt);
+	ret = run_loop(se, opt, tk.on);
 	atomic_store(&ready.stop, true);
 	lsq_sd_notify("STOPPING=1\nSTATUS=unmounting");
 	lsq_info("%s: unmounting", opt->mountpoint);
@@ -458,7 +592,10 @@ static int run_mount(struct lsq_mount_options *opt)
 		status = 0;
 
 out_unmount:
-	fuse_session_unmount(se);
+	if (tk.inherited)
+		unmount_inherited(canonical ? canonical : opt->mountpoint);
+	else
+		fuse_session_unmount(se);
 	lsq_conn_guard_disarm(&guard);
 	lsq_uring_stop(uring);  /* the unmount ended the rings' fetches */
 	m.uring = NULL;         /* freed: the final stats line must not read it */
@@ -527,6 +664,7 @@ int lsq_mount_main(int argc, char **argv)
 		lsq_conn_guard_set_cmdline(argv[0], (size_t)(argv[argc - 1] +
 			strlen(argv[argc - 1]) + 1 - argv[0]));
 	hide_url_credentials(argc, argv);
+	lsq_conn_guard_set_argv(argc, argv);
 	err = lsq_mount_options_parse(&opt, argc, argv);
 	if (err == LSQ_ERR_NOMEM)
 		lsq_err_log("%s", lsq_strerror(err));

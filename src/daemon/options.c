@@ -345,6 +345,10 @@ static const struct mount_option mount_options[] = {
 	  .help = "with cache_dir, note what each mount's start reads and "
 		  "prefetch it at the next mount of the same URL or file, new "
 		  "versions included" },
+	{ "takeover", .kind = OPT_SWITCH, FIELD(takeover),
+	  .help = "if the daemon dies, a new one takes over the mount: "
+		  "readers see a pause, not an error (Linux 6.9 or later, "
+		  "not with io_uring; docs/takeover.md)", .dflt = "off" },
 	{ "background", "background=off|auto|FRACTION", OPT_CUSTOM,
 	  .parse = parse_background,
 	  .help = "fetch the image (or FRACTION of its bytes) over spare "

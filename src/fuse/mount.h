@@ -66,6 +66,9 @@ struct lsq_mount {
 	 * touch the list. */
 	pthread_mutex_t handles_lock;
 	struct lsq_handle *handles; /* protected by handles_lock */
+	/* How often the connection changed hands before this daemon took
+	 * it (src/daemon/conn_guard.c), by reason */
+	unsigned takeovers_crash, takeovers_upgrade;
 };
 
 extern const struct fuse_lowlevel_ops lsq_fuse_ops;

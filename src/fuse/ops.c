@@ -630,6 +630,11 @@ void lsq_mount_counters(const struct lsq_mount *m, lsq_counter_fn fn,
 	fn(ctx, "process_open_fds", open_fds(), LSQ_COUNTER_GAUGE);
 	fn(ctx, "buffer_pool_bytes", lsq_bufpool_pooled_bytes(),
 	   LSQ_COUNTER_GAUGE);
+	fn(ctx, "daemon_pid", (uint64_t)getpid(), LSQ_COUNTER_GAUGE);
+	fn(ctx, "takeovers", m->takeovers_crash + m->takeovers_upgrade,
+	   LSQ_COUNTER_TOTAL);
+	fn(ctx, "takeovers_crash", m->takeovers_crash, LSQ_COUNTER_TOTAL);
+	fn(ctx, "takeovers_upgrade", m->takeovers_upgrade, LSQ_COUNTER_TOTAL);
 }
 
 /* The counters as the value of LSQ_STATS_XATTR on the root. */

@@ -1,0 +1,288 @@
+"""Takeover (-o takeover, #33): when the daemon serving a mount dies, a new
+daemon takes over the same FUSE connection (src/daemon/conn_guard.c,
+src/fuse/takeover_io.c). Readers see a pause, never an error, and the
+kernel's bytes; the mount stays; --stats counts the takeovers and names the
+process serving. Where it cannot (a kernel without FUSE_NOTIFY_RESEND,
+here hidden; a new daemon that cannot come up; daemons that die again at
+once) the mount ends as without it: ENOTCONN, one line that says why, no
+hang.
+
+The oracle is the image's own files (the kernel's loop mount of these
+images is compared in the conformance suite); readers drop each file's
+pages before reading it, so every read reaches the daemon."""
+
+import hashlib
+import os
+import random
+import shutil
+import signal
+import subprocess
+import threading
+import time
+
+from conftest import daemon, is_mounted, start_nginx
+from test_cache import stats
+
+KILLS = 20
+READERS = 8
+# a daemon that dies sooner after taking over counts as a crash loop
+# (conn_guard.c QUICK_DEATH_NS); kills here wait longer than that
+SETTLE = 2.3
+TAKEOVER_WAIT = 60
+
+
+def pid_ended(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            st = f.read()
+    except OSError:
+        return True
+    return st[st.rindex(")") + 2] in ("Z", "X")
+
+
+def serving_pid(mnt):
+    return stats(mnt)["daemon_pid"]
+
+
+def read_fresh(path, off=0, length=None):
+    """Bytes of path from the daemon, not from the page cache."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        if length is None:
+            chunks = []
+            while True:
+                b = os.read(fd, 1 << 20)
+                if not b:
+                    break
+                chunks.append(b)
+            return b"".join(chunks)
+        return os.pread(fd, length, off)
+    finally:
+        os.close(fd)
+
+
+class Readers:
+    """READERS threads reading the files in a loop until stopped; every
+    error and every wrong byte is kept."""
+
+    def __init__(self, mnt, expected, big=None):
+        self.mnt, self.expected, self.big = mnt, expected, big
+        self.stop = threading.Event()
+        self.errors, self.reads = [], 0
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self.run, args=(k,),
+                                         daemon=True)
+                        for k in range(READERS)]
+
+    def run(self, k):
+        rng = random.Random(k)
+        names = sorted(self.expected)
+        while not self.stop.is_set():
+            rel = rng.choice(names)
+            try:
+                if self.big and rng.random() < 0.3:
+                    rel, data = self.big
+                    off = rng.randrange(0, len(data) - (1 << 20))
+                    got = read_fresh(os.path.join(self.mnt, rel), off,
+                                     1 << 20)
+                    ok = got == data[off:off + (1 << 20)]
+                else:
+                    got = read_fresh(os.path.join(self.mnt, rel))
+                    ok = got == self.expected[rel]
+            except OSError as e:
+                with self.lock:
+                    self.errors.append((rel, repr(e)))
+                continue
+            with self.lock:
+                self.reads += 1
+                if not ok:
+                    self.errors.append((rel, "bytes differ"))
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for t in self.threads:
+            t.join(120)
+        assert not [t for t in self.threads if t.is_alive()], \
+            "a reader hung"
+
+
+def kill_serving(m, expect_takeover=True):
+    """SIGKILL the daemon serving m now; with a takeover, wait until
+    another serves. Returns the killed pid."""
+    pid = serving_pid(m.mnt)
+    os.kill(pid, signal.SIGKILL)
+    if expect_takeover:
+        deadline = time.monotonic() + TAKEOVER_WAIT
+        while True:
+            try:
+                if serving_pid(m.mnt) != pid:
+                    break
+            except AssertionError:
+                pass
+            assert time.monotonic() < deadline, m.log()[-3000:]
+            time.sleep(0.05)
+    return pid
+
+
+def stop_taken_over(m):
+    """Unmount a mount whose daemon is no longer m.proc, and check the
+    daemon serving it ends."""
+    pid = serving_pid(m.mnt)
+    r = subprocess.run(["fusermount3", "-u", m.mnt], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    deadline = time.monotonic() + 30
+    while not pid_ended(pid):
+        assert time.monotonic() < deadline, \
+            "daemon %d still running after the unmount" % pid
+        time.sleep(0.05)
+    assert not is_mounted(m.mnt)
+    m.proc.wait(30)   # the first daemon, killed
+    m.proc = None
+    for bad in ("AddressSanitizer", "LeakSanitizer", "runtime error:",
+                "ThreadSanitizer"):
+        assert bad not in m.log(), m.log()[-6000:]
+
+
+def kills_under_load(m, expected, big=None):
+    pids = []
+    with Readers(m.mnt, expected, big) as readers:
+        time.sleep(1)
+        for _ in range(KILLS):
+            pids.append(kill_serving(m))
+            time.sleep(SETTLE)
+        reads = readers.reads
+    assert not readers.errors, readers.errors[:10]
+    assert reads > 4 * KILLS, reads
+    assert is_mounted(m.mnt)
+    st = stats(m.mnt)
+    assert st["takeovers"] == KILLS and st["takeovers_crash"] == KILLS, st
+    assert st["daemon_pid"] not in pids, st
+    assert all(pid_ended(p) for p in pids), pids
+    lines = [ln for ln in m.log().splitlines()
+             if "takeover: process" in ln]
+    assert len(lines) == KILLS, m.log()[-3000:]
+    assert "takeover %d;" % KILLS in lines[-1], lines[-1]
+    stop_taken_over(m)
+
+
+def test_kills_local_image(mounts, small_image):
+    """20 kills of the daemon of a local image under 8 readers."""
+    m = mounts(small_image["path"], ["takeover"])
+    kills_under_load(m, small_image["files"])
+
+
+def test_kills_http_with_cache_dir(mounts, nginx, big_image, tmp_path):
+    """The same over HTTP, with cache_dir (the dead daemon's lock on it
+    passes to the new one) and large reads in flight at each kill."""
+    tree = big_image["tree"]
+    expected = {}
+    for d, _, names in os.walk(os.path.join(tree, "etc", "conf.d")):
+        for n in names:
+            p = os.path.join(d, n)
+            with open(p, "rb") as f:
+                expected[os.path.relpath(p, tree)] = f.read()
+    with open(os.path.join(tree, "large.bin"), "rb") as f:
+        large = f.read()
+    m = mounts(nginx.url("img.sqfs"),
+               ["takeover", "cache_dir=" + str(tmp_path / "cache")])
+    kills_under_load(m, expected, big=("large.bin", large))
+
+
+def test_off_by_default(mounts, small_image):
+    """Without -o takeover a killed daemon ends the mount as before."""
+    m = mounts(small_image["path"])
+    name = sorted(small_image["files"])[0]
+    assert read_fresh(os.path.join(m.mnt, name)) == small_image["files"][name]
+    os.kill(m.proc.pid, signal.SIGKILL)
+    m.proc.wait(30)
+    r = subprocess.run(["stat", os.path.join(m.mnt, name)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0 and "not connected" in r.stderr, r.stderr
+    subprocess.run(["fusermount3", "-u", m.mnt], capture_output=True)
+    m.proc = None
+    assert "takeover" not in m.log(), m.log()
+
+
+def test_kernel_without_resend(mounts, small_image):
+    """A kernel before 6.9 (FUSE_HAS_RESEND hidden): one line at mount
+    says takeover is off, and a kill ends the mount as without it."""
+    env = dict(os.environ, LSQ_TEST_KERNEL_NO_RESEND="1")
+    m = mounts(small_image["path"], ["takeover"], env=env)
+    name = sorted(small_image["files"])[0]
+    assert read_fresh(os.path.join(m.mnt, name)) == small_image["files"][name]
+    lines = [ln for ln in m.log().splitlines() if "takeover" in ln]
+    assert len(lines) == 1 and "takeover: off (this kernel cannot resend" \
+        in lines[0], m.log()
+    os.kill(m.proc.pid, signal.SIGKILL)
+    m.proc.wait(30)
+    r = subprocess.run(["stat", os.path.join(m.mnt, name)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0 and "not connected" in r.stderr, r.stderr
+    subprocess.run(["fusermount3", "-u", m.mnt], capture_output=True)
+    m.proc = None
+
+
+def test_new_daemon_cannot_come_up(mounts, small_image, tmp_path):
+    """The image is gone when the daemon dies: three new daemons fail to
+    open it, then the connection is aborted with one line; readers get
+    ENOTCONN, nothing hangs."""
+    img = str(tmp_path / "gone.sqfs")
+    shutil.copy(small_image["path"], img)
+    m = mounts(img, ["takeover"])
+    name = sorted(small_image["files"])[0]
+    assert read_fresh(os.path.join(m.mnt, name)) == small_image["files"][name]
+    os.unlink(img)
+    t0 = time.monotonic()
+    kill_serving(m, expect_takeover=False)
+    m.proc.wait(30)
+    deadline = time.monotonic() + 60
+    while "aborting the connection" not in m.log():
+        assert time.monotonic() < deadline, m.log()
+        time.sleep(0.05)
+    r = subprocess.run(["stat", os.path.join(m.mnt, name)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0 and "not connected" in r.stderr, r.stderr
+    assert time.monotonic() - t0 < 30
+    log = m.log()
+    assert log.count("did not come up") == 3, log
+    assert log.count("no new daemon came up in 3 attempts") == 1, log
+    subprocess.run(["fusermount3", "-u", m.mnt], capture_output=True)
+    m.proc = None
+
+
+def test_daemons_that_die_at_once(mounts, small_image):
+    """Daemons that die within two seconds of taking over, five in a row,
+    end the takeovers: the connection is aborted with one line."""
+    m = mounts(small_image["path"], ["takeover"])
+    name = sorted(small_image["files"])[0]
+    kills = 0
+    # the first daemon may have lived past two seconds (a slow build):
+    # its death does not count, the next five do
+    while "died within 2 s of taking over" not in m.log():
+        assert kills < 7, m.log()
+        pid = serving_pid(m.mnt)
+        os.kill(pid, signal.SIGKILL)
+        kills += 1
+        deadline = time.monotonic() + TAKEOVER_WAIT
+        while "died within 2 s" not in m.log():
+            try:
+                if serving_pid(m.mnt) != pid:
+                    break
+            except AssertionError:
+                pass
+            assert time.monotonic() < deadline, m.log()[-3000:]
+            time.sleep(0.02)
+    assert kills in (5, 6), (kills, m.log())
+    r = subprocess.run(["stat", os.path.join(m.mnt, name)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0 and "not connected" in r.stderr, r.stderr
+    subprocess.run(["fusermount3", "-u", m.mnt], capture_output=True)
+    m.proc.wait(30)
+    m.proc = None

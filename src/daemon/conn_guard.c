@@ -225,6 +225,8 @@ struct guard_state {
 	char exe[4096];
 	const char *mountpoint;
 	uint64_t started_ns;  /* when the daemon came up */
+	bool upgrade;         /* the daemon leaves for a new binary */
+	char upgrade_exe[4096];
 };
 
 static char **copy_argv(void)
@@ -252,7 +254,8 @@ static bool start_successor(struct guard_state *gs,
 	int n;
 
 	if (!hex || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, hs) ||
-	    asprintf(&env, "fd=3 handshake=4 died=%llu crash=%u upgrade=%u quick=%u init=%s mnt=%s",
+	    asprintf(&env, "fd=3 handshake=4 why=%s died=%llu crash=%u upgrade=%u quick=%u init=%s mnt=%s",
+		     gs->upgrade ? "upgrade" : "crash",
 		     (unsigned long long)died_ns, count->crash, count->upgrade,
 		     count->quick_deaths, hex, gs->mountpoint) < 0) {
 		free(hex);
@@ -281,7 +284,9 @@ static bool start_successor(struct guard_state *gs,
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		setenv(TAKEOVER_ENV, env, 1);
-		execv(gs->exe, gs->argv);
+		if (gs->upgrade)
+			gs->argv[0] = gs->upgrade_exe;  /* as ps shows it */
+		execv(gs->upgrade ? gs->upgrade_exe : gs->exe, gs->argv);
 		_exit(127);
 	}
 	free(env);
@@ -349,9 +354,14 @@ static void __attribute__((noreturn)) take_over(struct guard_state *gs,
 	 * hold us up past a second. */
 	for (int i = 0; i < 100 && !ended(daemon); i++)
 		usleep(10000);
-	count.crash++;
-	count.quick_deaths = now - gs->started_ns < QUICK_DEATH_NS
-				     ? count.quick_deaths + 1 : 0;
+	if (gs->upgrade) {
+		count.upgrade++;
+		count.quick_deaths = 0;
+	} else {
+		count.crash++;
+		count.quick_deaths = now - gs->started_ns < QUICK_DEATH_NS
+					     ? count.quick_deaths + 1 : 0;
+	}
 	if (count.quick_deaths >= MAX_QUICK_DEATHS) {
 		lsq_warn("takeover: %u daemons in a row died within %llu s of taking over; aborting the connection (readers get ENOTCONN)",
 			 count.quick_deaths,
@@ -366,6 +376,19 @@ static void __attribute__((noreturn)) take_over(struct guard_state *gs,
 		 MAX_ATTEMPTS);
 	abort_connection();
 	_exit(0);
+}
+
+/* After 'U': a 4-byte length and the new binary's path. */
+static bool read_path(int sock, char *path, size_t size)
+{
+	uint32_t len;
+
+	if (read(sock, &len, sizeof(len)) != (ssize_t)sizeof(len) ||
+	    len == 0 || len >= size ||
+	    read(sock, path, len) != (ssize_t)len)
+		return false;
+	path[len] = '\0';
+	return true;
 }
 
 /* After 'I': a 4-byte length and the record, the kernel's INIT. */
@@ -449,6 +472,11 @@ guard_main(int sock, pid_t parent, uint64_t id, const char *mountpoint,
 			gs.have_init = read_init(sock, &gs.init);
 			continue;
 		}
+		if (n == 1 && cmd == 'U') {
+			gs.upgrade = read_path(sock, gs.upgrade_exe,
+					       sizeof(gs.upgrade_exe));
+			continue;
+		}
 		/* the daemon gone with its end, not disarmed */
 		if (takeover_armed && !(n == 1 && cmd == 'q'))
 			take_over(&gs, parent);
@@ -512,12 +540,25 @@ void lsq_conn_guard_send_init(struct lsq_conn_guard *g,
 	(void)send(g->disarm_fd, msg, 1 + sizeof(len) + len, MSG_NOSIGNAL);
 }
 
+void lsq_conn_guard_send_upgrade(struct lsq_conn_guard *g, const char *exe)
+{
+	uint8_t msg[1 + sizeof(uint32_t) + 4096];
+	uint32_t len = (uint32_t)strlen(exe);
+
+	if (g->pid <= 0 || len >= 4096)
+		return;
+	msg[0] = 'U';
+	memcpy(msg + 1, &len, sizeof(len));
+	memcpy(msg + 1 + sizeof(len), exe, len);
+	(void)send(g->disarm_fd, msg, 1 + sizeof(len) + len, MSG_NOSIGNAL);
+}
+
 bool lsq_conn_guard_inherited(struct lsq_inherited *out, bool *err)
 {
 	const char *env = getenv(TAKEOVER_ENV);
 	unsigned long long died = 0;
 	const char *init, *mnt;
-	char hex[2 * LSQ_INIT_RECORD_MAX + 1];
+	char hex[2 * LSQ_INIT_RECORD_MAX + 1], why[16];
 	bool ok;
 
 	*err = false;
@@ -526,10 +567,10 @@ bool lsq_conn_guard_inherited(struct lsq_inherited *out, bool *err)
 	memset(out, 0, sizeof(*out));
 	init = strstr(env, " init=");
 	mnt = init ? strstr(init, " mnt=") : NULL;
-	ok = sscanf(env, "fd=%d handshake=%d died=%llu crash=%u upgrade=%u quick=%u",
-		    &out->fuse_fd, &out->handshake_fd, &died,
+	ok = sscanf(env, "fd=%d handshake=%d why=%15s died=%llu crash=%u upgrade=%u quick=%u",
+		    &out->fuse_fd, &out->handshake_fd, why, &died,
 		    &out->count.crash, &out->count.upgrade,
-		    &out->count.quick_deaths) == 6 &&
+		    &out->count.quick_deaths) == 7 &&
 	     mnt && (size_t)(mnt - init - 6) < sizeof(hex) &&
 	     strlen(mnt + 5) < sizeof(out->mountpoint);
 	if (ok) {
@@ -539,6 +580,7 @@ bool lsq_conn_guard_inherited(struct lsq_inherited *out, bool *err)
 		ok = lsq_init_record_decode(hex, &out->init);
 	}
 	out->died_ns = died;
+	out->upgrade = ok && strcmp(why, "upgrade") == 0;
 	unsetenv(TAKEOVER_ENV);
 	*err = !ok;
 	return true;

@@ -48,6 +48,7 @@ struct lsq_guard_takeover {
 struct lsq_inherited {
 	int fuse_fd;       /* the connection */
 	int handshake_fd;  /* write "k" once serving, then close */
+	bool upgrade;      /* asked for (--takeover), not a crash */
 	uint64_t died_ns;  /* when the daemon before died (CLOCK_REALTIME) */
 	struct lsq_takeover_count count;  /* this takeover included */
 	struct lsq_init_record init;
@@ -81,6 +82,10 @@ void lsq_conn_guard_start(struct lsq_conn_guard *g, const char *mountpoint,
  * thread that read it; once). */
 void lsq_conn_guard_send_init(struct lsq_conn_guard *g,
 			      const struct lsq_init_record *rec);
+
+/* An upgrade: this daemon leaves without unmounting, and the guard
+ * starts the binary at exe on the connection once it is gone. */
+void lsq_conn_guard_send_upgrade(struct lsq_conn_guard *g, const char *exe);
 
 /* After a clean unmount: the guard exits without aborting anything. */
 void lsq_conn_guard_disarm(struct lsq_conn_guard *g);

@@ -330,12 +330,42 @@ static void start_profile(struct lsq_startup_profile *p,
 	lsq_startup_profile_start(p, img, &po);
 }
 
+/* --takeover MNT from a new binary: its pid, once it asked (SIGUSR2). */
+static volatile sig_atomic_t handover_to;
+static struct fuse_session *handover_se;
+
+static void on_handover(int sig, siginfo_t *si, void *uctx)
+{
+	(void)sig;
+	(void)uctx;
+	if (si->si_uid != 0 && si->si_uid != getuid())
+		return;
+	handover_to = si->si_pid;
+	fuse_session_exit(handover_se);
+}
+
+/* SIGUSR2 asks for a handover, only where the guard can take over;
+ * elsewhere it is ignored rather than fatal. */
+static void handle_handover(struct fuse_session *se, bool on)
+{
+	struct sigaction sa = { .sa_sigaction = on_handover,
+				.sa_flags = SA_SIGINFO };
+
+	handover_se = se;
+	if (!on)
+		sa = (struct sigaction){ .sa_handler = SIG_IGN };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR2, &sa, NULL);
+}
+
 /* The daemon's side of a takeover (src/daemon/conn_guard.c). */
 struct takeover {
 	bool on;                 /* the guard may start a new daemon */
 	bool inherited;          /* this daemon took the connection over */
+	bool leaving;            /* handed over: no unmount at the end */
 	struct lsq_inherited from;
 	struct lsq_conn_guard *guard;
+	struct lsq_mount *m;
 };
 
 static void tell_guard_init(const struct lsq_init_record *rec, void *ctx)
@@ -347,6 +377,7 @@ static void tell_guard_init(const struct lsq_init_record *rec, void *ctx)
 		return;
 	}
 	lsq_conn_guard_send_init(t->guard, rec);
+	atomic_store(&t->m->takeover_ready, true);
 }
 
 /* A new daemon on an inherited connection: the INIT the kernel sent the
@@ -401,8 +432,10 @@ static void say_taken_over(struct takeover *t, const char *mountpoint)
 	clock_gettime(CLOCK_REALTIME, &now);
 	paused = ((double)now.tv_sec * 1e9 + (double)now.tv_nsec -
 		  (double)t->from.died_ns) / 1e9;
-	lsq_warn("takeover: process %d serves %s after its daemon died (takeover %u; readers paused %.3f s)",
+	lsq_warn("takeover: process %d serves %s %s (takeover %u; readers paused %.3f s)",
 		 (int)getpid(), mountpoint,
+		 t->from.upgrade ? "in place of the daemon before it (upgrade)"
+				 : "after its daemon died",
 		 t->from.count.crash + t->from.count.upgrade, paused);
 	(void)!write(t->from.handshake_fd, "k", 1);
 	close(t->from.handshake_fd);
@@ -425,7 +458,7 @@ static int run_mount(struct lsq_mount_options *opt)
 	struct ready_notifier ready = { .running = false };
 	struct lsq_uring *uring = NULL;
 	struct lsq_conn_guard guard = { .pid = 0 };
-	struct takeover tk = { .guard = &guard };
+	struct takeover tk = { .guard = &guard, .m = &m };
 	bool inherit_err = false;
 	struct fuse_session *se;
 	struct stat below;
@@ -457,7 +490,13 @@ static int run_mount(struct lsq_mount_options *opt)
 	if (!se)
 		goto out_free;
 	m.se = se; /* for notifications (page store) */
-	if (opt->record &&
+	/* the daemon before wrote its profile when it handed over (and a
+	 * killed one writes none): this one's would overwrite it with
+	 * only what came after */
+	if (opt->record && tk.inherited)
+		lsq_info("record=%s: written by the daemon before the takeover; not recorded again",
+			 opt->record);
+	else if (opt->record &&
 	    lsq_recorder_create(opt->record, &m.recorder) != LSQ_OK) {
 		lsq_err_log("record=%s: %s", opt->record, strerror(errno));
 		goto out_destroy;
@@ -558,8 +597,11 @@ static int run_mount(struct lsq_mount_options *opt)
 				 : -1,
 		.count = tk.from.count,
 		.init = tk.inherited ? &tk.from.init : NULL });
-	if (tk.inherited)
+	if (tk.inherited) {
+		atomic_store(&m.takeover_ready, tk.on);
 		say_taken_over(&tk, opt->mountpoint);
+	}
+	handle_handover(se, tk.on);
 	/* no fork after this point: background fetches may use threads */
 	lsq_source_allow_threads(lsq_image_source(m.img));
 	start_profile(&profile, opt, m.img);
@@ -577,9 +619,27 @@ static int run_mount(struct lsq_mount_options *opt)
 	lsq_debug("%s: serving requests", opt->mountpoint);
 	served = true;
 	ret = run_loop(se, opt, tk.on);
+	if (handover_to) {
+		char link[64], exe[4096];
+		ssize_t n;
+
+		snprintf(link, sizeof(link), "/proc/%d/exe", (int)handover_to);
+		n = readlink(link, exe, sizeof(exe) - 1);
+		if (n > 0) {
+			exe[n] = '\0';
+			lsq_conn_guard_send_upgrade(&guard, exe);
+			tk.leaving = true;
+			lsq_info("%s: handing over to a new daemon from %s",
+				 opt->mountpoint, exe);
+		} else {
+			lsq_warn("%s: process %d asked for a takeover and is gone; unmounting",
+				 opt->mountpoint, (int)handover_to);
+		}
+	}
 	atomic_store(&ready.stop, true);
 	lsq_sd_notify("STOPPING=1\nSTATUS=unmounting");
-	lsq_info("%s: unmounting", opt->mountpoint);
+	if (!tk.leaving)
+		lsq_info("%s: unmounting", opt->mountpoint);
 	stop_watcher(&watcher);
 	lsq_metrics_stop(&metrics);
 	/* before the unmount closes the channel the store thread writes to */
@@ -592,11 +652,14 @@ static int run_mount(struct lsq_mount_options *opt)
 		status = 0;
 
 out_unmount:
-	if (tk.inherited)
+	if (tk.leaving)
+		;  /* the guard holds the connection for the next daemon */
+	else if (tk.inherited)
 		unmount_inherited(canonical ? canonical : opt->mountpoint);
 	else
 		fuse_session_unmount(se);
-	lsq_conn_guard_disarm(&guard);
+	if (!tk.leaving)
+		lsq_conn_guard_disarm(&guard);
 	lsq_uring_stop(uring);  /* the unmount ended the rings' fetches */
 	m.uring = NULL;         /* freed: the final stats line must not read it */
 out_remove_handlers:
@@ -685,6 +748,9 @@ int lsq_mount_main(int argc, char **argv)
 		break;
 	case LSQ_MODE_STATUS:
 		status = lsq_print_status(opt.mountpoint);
+		break;
+	case LSQ_MODE_TAKEOVER:
+		status = lsq_takeover_mount(opt.mountpoint);
 		break;
 	case LSQ_MODE_MOUNT:
 		status = run_mount(&opt);

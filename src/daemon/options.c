@@ -861,6 +861,9 @@ int lsq_mount_options_parse(struct lsq_mount_options *opt, int argc,
 		} else if (strcmp(a, "--status") == 0) {
 			if (opt->mode == LSQ_MODE_MOUNT)
 				opt->mode = LSQ_MODE_STATUS;
+		} else if (strcmp(a, "--takeover") == 0) {
+			if (opt->mode == LSQ_MODE_MOUNT)
+				opt->mode = LSQ_MODE_TAKEOVER;
 		} else if (strcmp(a, "-f") == 0) {
 			opt->foreground = true;
 		} else if (strcmp(a, "-d") == 0 || strcmp(a, "--debug") == 0) {
@@ -893,10 +896,13 @@ int lsq_mount_options_parse(struct lsq_mount_options *opt, int argc,
 		break;
 	case LSQ_MODE_STATS:
 	case LSQ_MODE_STATUS:
+	case LSQ_MODE_TAKEOVER:
 		if (npos != 1) {
 			err = usage_error(opt->mode == LSQ_MODE_STATS ?
 					  "--stats takes exactly one MOUNTPOINT" :
-					  "--status takes exactly one MOUNTPOINT",
+					  opt->mode == LSQ_MODE_STATUS ?
+					  "--status takes exactly one MOUNTPOINT" :
+					  "--takeover takes exactly one MOUNTPOINT",
 					  NULL);
 			break;
 		}
@@ -1106,6 +1112,7 @@ void lsq_mount_options_help(FILE *out)
 "Usage: sqfs-lazy-mount [OPTIONS] IMAGE MOUNTPOINT\n"
 "       sqfs-lazy-mount --stats MOUNTPOINT\n"
 "       sqfs-lazy-mount --status MOUNTPOINT\n"
+"       sqfs-lazy-mount --takeover MOUNTPOINT\n"
 "\n"
 "Mount the SquashFS 4.0 image IMAGE read-only on MOUNTPOINT with FUSE.\n"
 "IMAGE is a file or an http://, https://, file:// or s3:// URL.\n"
@@ -1118,6 +1125,8 @@ void lsq_mount_options_help(FILE *out)
 "  -o OPT[,OPT...]         mount options (below); may be repeated\n"
 "  --stats MOUNTPOINT      print the counters of a running mount\n"
 "  --status MOUNTPOINT     a summary of a running mount for a person\n"
+"  --takeover MOUNTPOINT   replace the daemon of a -o takeover mount with\n"
+"                          this binary, without unmounting\n"
 "  -h, --help              print this help and exit\n"
 "  -V, --version           print the version and compressors and exit\n",
 	      out);

@@ -41,6 +41,7 @@ enum lsq_mount_mode {
 	LSQ_MODE_VERSION,
 	LSQ_MODE_STATS,  /* --stats MOUNTPOINT */
 	LSQ_MODE_STATUS, /* --status MOUNTPOINT */
+	LSQ_MODE_TAKEOVER, /* --takeover MOUNTPOINT */
 };
 
 #define LSQ_OFFSET_AUTO UINT64_MAX

@@ -8,11 +8,15 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "fuse/mount.h"
@@ -295,4 +299,61 @@ int lsq_print_status(const char *mountpoint)
 	free(st);
 	free(info);
 	return fflush(stdout) == 0 ? 0 : 1;
+}
+
+/* ---- --takeover ---- */
+
+/* daemon_pid, takeovers_upgrade and takeover_ready of a running mount;
+ * false with errno set when it does not answer. */
+static bool takeover_state(const char *mountpoint, uint64_t *pid,
+			   uint64_t *upgrades, uint64_t *ready)
+{
+	ssize_t len;
+	char *text = read_root_xattr(mountpoint, LSQ_STATS_XATTR, &len);
+
+	if (!text)
+		return false;
+	*pid = num(text, "daemon_pid");
+	*upgrades = num(text, "takeovers_upgrade");
+	*ready = num(text, "takeover_ready");
+	free(text);
+	return true;
+}
+
+int lsq_takeover_mount(const char *mountpoint)
+{
+	uint64_t pid, upgrades, ready, now_pid, now_upgrades;
+	struct timespec nap = { 0, 50 * 1000 * 1000 };
+
+	if (!takeover_state(mountpoint, &pid, &upgrades, &ready))
+		return report_error(mountpoint);
+	if (!ready || !pid) {
+		lsq_err_log("%s: its daemon cannot hand it over (mounted without -o takeover, or on a kernel before Linux 6.9); nothing done",
+			    mountpoint);
+		return 1;
+	}
+	/* to the main thread: it leaves the request loop */
+	if (syscall(SYS_tgkill, (pid_t)pid, (pid_t)pid, SIGUSR2) != 0) {
+		lsq_err_log("%s: cannot signal its daemon %" PRIu64 ": %s",
+			    mountpoint, pid, strerror(errno));
+		return 1;
+	}
+	for (int i = 0; i < 90 * 20; i++) {
+		/* answered once a daemon serves again */
+		if (!takeover_state(mountpoint, &now_pid, &now_upgrades,
+				    &ready)) {
+			lsq_err_log("%s: the mount ended during the takeover: %s",
+				    mountpoint, strerror(errno));
+			return 1;
+		}
+		if (now_pid != pid && now_upgrades > upgrades) {
+			printf("%s: process %" PRIu64 " serves it now (was %" PRIu64 ")\n",
+			       mountpoint, now_pid, pid);
+			return fflush(stdout) == 0 ? 0 : 1;
+		}
+		nanosleep(&nap, NULL);
+	}
+	lsq_err_log("%s: no new daemon took it over within 90 s (process %" PRIu64 " still serves)",
+		    mountpoint, now_pid);
+	return 1;
 }

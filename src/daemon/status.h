@@ -15,4 +15,9 @@ int lsq_print_stats(const char *mountpoint);
  * the last problem logged. 0, or 1 after an error line. */
 int lsq_print_status(const char *mountpoint);
 
+/* --takeover MOUNTPOINT: ask the daemon of a -o takeover mount to hand it
+ * over to a new daemon from this binary (SIGUSR2 to its main thread; its
+ * guard starts the new one), and wait until it serves. 0 on success. */
+int lsq_takeover_mount(const char *mountpoint);
+
 #endif

@@ -15,6 +15,7 @@
 
 #include <fuse_lowlevel.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <time.h>
 
@@ -69,6 +70,8 @@ struct lsq_mount {
 	/* How often the connection changed hands before this daemon took
 	 * it (src/daemon/conn_guard.c), by reason */
 	unsigned takeovers_crash, takeovers_upgrade;
+	/* the guard can start a new daemon on the connection now */
+	atomic_bool takeover_ready;
 };
 
 extern const struct fuse_lowlevel_ops lsq_fuse_ops;

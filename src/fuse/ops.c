@@ -635,6 +635,8 @@ void lsq_mount_counters(const struct lsq_mount *m, lsq_counter_fn fn,
 	   LSQ_COUNTER_TOTAL);
 	fn(ctx, "takeovers_crash", m->takeovers_crash, LSQ_COUNTER_TOTAL);
 	fn(ctx, "takeovers_upgrade", m->takeovers_upgrade, LSQ_COUNTER_TOTAL);
+	fn(ctx, "takeover_ready", atomic_load(&m->takeover_ready),
+	   LSQ_COUNTER_GAUGE);
 }
 
 /* The counters as the value of LSQ_STATS_XATTR on the root. */

@@ -90,6 +90,7 @@ static const struct {
 	T(takeovers),
 	T(takeovers_crash),
 	T(takeovers_upgrade),
+	G(takeover_ready),
 	T(verify_units),
 	T(verify_reused),
 	T(verify_mismatches),

@@ -286,3 +286,82 @@ def test_daemons_that_die_at_once(mounts, small_image):
     subprocess.run(["fusermount3", "-u", m.mnt], capture_output=True)
     m.proc.wait(30)
     m.proc = None
+
+
+# ---------------------------------------------------------------------------
+# Live upgrade: sqfs-lazy-mount --takeover MOUNTPOINT from another binary
+# ---------------------------------------------------------------------------
+
+def takeover_cmd(binary, mnt):
+    return subprocess.run([binary, "--takeover", mnt], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_live_upgrade_under_load(mounts, small_image, tmp_path):
+    """Under 8 readers, --takeover from a copy of the binary replaces the
+    daemon without unmounting, then back again: the process serving runs
+    the binary that asked, the old one is gone, no reader sees an error."""
+    copy = str(tmp_path / "sqfs-lazy-mount-next")
+    shutil.copy(daemon(), copy)
+    m = mounts(small_image["path"], ["takeover"])
+    old = []
+    with Readers(m.mnt, small_image["files"]) as readers:
+        time.sleep(1)
+        for n, binary in enumerate((copy, daemon(), copy), 1):
+            before = serving_pid(m.mnt)
+            r = takeover_cmd(binary, m.mnt)
+            assert r.returncode == 0, (r.stdout, r.stderr, m.log()[-3000:])
+            pid = serving_pid(m.mnt)
+            assert r.stdout.strip() == "%s: process %d serves it now (was %d)" \
+                % (m.mnt, pid, before), r.stdout
+            assert os.readlink("/proc/%d/exe" % pid) == \
+                os.path.realpath(binary)
+            st = stats(m.mnt)
+            assert st["takeovers_upgrade"] == n and \
+                st["takeovers_crash"] == 0, st
+            old.append(before)
+            time.sleep(1)
+    assert not readers.errors, readers.errors[:10]
+    assert readers.reads > 20, readers.reads
+    deadline = time.monotonic() + 30
+    while not all(pid_ended(p) for p in old):
+        assert time.monotonic() < deadline, old
+        time.sleep(0.05)
+    lines = [ln for ln in m.log().splitlines() if "(upgrade)" in ln]
+    assert len(lines) == 3, m.log()[-3000:]
+    stop_taken_over(m)
+
+
+def test_takeover_refused_without_option(mounts, small_image):
+    """--takeover on a mount without -o takeover does nothing and says
+    why: the daemon keeps serving."""
+    m = mounts(small_image["path"])
+    pid = serving_pid(m.mnt)
+    r = takeover_cmd(daemon(), m.mnt)
+    assert r.returncode == 1, r
+    assert "cannot hand it over" in r.stderr and \
+        len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert serving_pid(m.mnt) == pid == m.proc.pid
+    name = sorted(small_image["files"])[0]
+    assert read_fresh(os.path.join(m.mnt, name)) == small_image["files"][name]
+
+
+def test_record_survives_upgrade(mounts, small_image, tmp_path):
+    """A record= profile in progress is written by the daemon that hands
+    over, and the new daemon does not overwrite it."""
+    prof = str(tmp_path / "start.prof")
+    m = mounts(small_image["path"], ["takeover", "record=" + prof])
+    names = sorted(n for n, d in small_image["files"].items() if d)[:3]
+    for name in names:
+        assert read_fresh(os.path.join(m.mnt, name)) == \
+            small_image["files"][name]
+    r = takeover_cmd(daemon(), m.mnt)
+    assert r.returncode == 0, (r.stderr, m.log()[-3000:])
+    with open(prof) as f:
+        listed = [ln.split("\t")[0] for ln in f.read().splitlines()
+                  if ln and not ln.startswith("#")]
+    assert listed[:len(names)] == names, listed
+    stop_taken_over(m)
+    with open(prof) as f:
+        assert [ln.split("\t")[0] for ln in f.read().splitlines()
+                if ln and not ln.startswith("#")] == listed

@@ -526,18 +526,19 @@ void lsq_conn_guard_start(struct lsq_conn_guard *g, const char *mountpoint,
 		  (int)g->pid);
 }
 
-void lsq_conn_guard_send_init(struct lsq_conn_guard *g,
+bool lsq_conn_guard_send_init(struct lsq_conn_guard *g,
 			      const struct lsq_init_record *rec)
 {
 	uint8_t msg[1 + sizeof(uint32_t) + LSQ_INIT_RECORD_MAX];
 	uint32_t len = rec->len;
+	size_t size = 1 + sizeof(len) + len;
 
 	if (g->pid <= 0)
-		return;
+		return false;
 	msg[0] = 'I';
 	memcpy(msg + 1, &len, sizeof(len));
 	memcpy(msg + 1 + sizeof(len), rec->bytes, len);
-	(void)send(g->disarm_fd, msg, 1 + sizeof(len) + len, MSG_NOSIGNAL);
+	return send(g->disarm_fd, msg, size, MSG_NOSIGNAL) == (ssize_t)size;
 }
 
 void lsq_conn_guard_send_upgrade(struct lsq_conn_guard *g, const char *exe)

@@ -79,8 +79,8 @@ void lsq_conn_guard_start(struct lsq_conn_guard *g, const char *mountpoint,
 			  const struct lsq_guard_takeover *tk);
 
 /* The kernel's INIT, for the guard to hand to a new daemon (from the
- * thread that read it; once). */
-void lsq_conn_guard_send_init(struct lsq_conn_guard *g,
+ * thread that read it; once). false: no guard to tell. */
+bool lsq_conn_guard_send_init(struct lsq_conn_guard *g,
 			      const struct lsq_init_record *rec);
 
 /* An upgrade: this daemon leaves without unmounting, and the guard

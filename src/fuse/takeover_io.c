@@ -48,7 +48,6 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 {
 	ssize_t n = read(fd, buf, len);
 
-	(void)userdata;
 	if (n > 0)
 		lsq_takeover_note_read(buf, (size_t)n);
 	return n;
@@ -59,7 +58,6 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count,
 {
 	const struct fuse_out_header *oh = iov[0].iov_base;
 
-	(void)userdata;
 	if (atomic_load_explicit(&replaying, memory_order_relaxed) &&
 	    iov[0].iov_len >= sizeof(*oh) && oh->unique == REPLAY_UNIQUE) {
 		ssize_t total = 0;

@@ -195,7 +195,6 @@ static ssize_t ring_writev(int fd, struct iovec *iov, int count,
 	size_t used = 0, total = 0;
 	int i;
 
-	(void)userdata;
 	if (!t || count < 1 || iov[0].iov_len != sizeof(*oh))
 		return writev(fd, iov, count);
 	oh = iov[0].iov_base;
@@ -223,7 +222,6 @@ static ssize_t ring_writev(int fd, struct iovec *iov, int count,
 
 static ssize_t plain_read(int fd, void *buf, size_t len, void *userdata)
 {
-	(void)userdata;
 	return read(fd, buf, len);
 }
 

@@ -38,6 +38,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "common/array.h"
 #include "common/log.h"
 #include "image/image_internal.h"
 #include "lsq/error.h"
@@ -128,18 +129,10 @@ static int add_unit(void *ctx, uint64_t offset, uint32_t len)
 {
 	struct lsq_background *bg = ctx;
 
-	if (bg->nunits == bg->cap) {
-		size_t ncap = bg->cap ? 2 * bg->cap : 1024;
-		void *n;
-
-		if (ncap > MAX_UNITS)
-			return 1;
-		n = realloc(bg->units, ncap * sizeof(*bg->units));
-		if (!n)
-			return LSQ_ERR_NOMEM;
-		bg->units = n;
-		bg->cap = ncap;
-	}
+	if (bg->nunits >= MAX_UNITS)
+		return 1;
+	if (!LSQ_ARRAY_RESERVE(bg->units, bg->cap, bg->nunits, 1024))
+		return LSQ_ERR_NOMEM;
 	bg->units[bg->nunits++] = (struct bg_unit){ offset, len, false };
 	return LSQ_OK;
 }
@@ -160,15 +153,8 @@ static int add_file(struct lsq_background *bg, size_t first)
 		end += bg->units[i].len;
 	if (end - start < FILE_MIN)
 		return LSQ_OK;
-	if (bg->nfiles == bg->files_cap) {
-		size_t ncap = bg->files_cap ? 2 * bg->files_cap : 64;
-		void *n = realloc(bg->files, ncap * sizeof(*bg->files));
-
-		if (!n)
-			return LSQ_ERR_NOMEM;
-		bg->files = n;
-		bg->files_cap = ncap;
-	}
+	if (!LSQ_ARRAY_RESERVE(bg->files, bg->files_cap, bg->nfiles, 64))
+		return LSQ_ERR_NOMEM;
 	bg->files[bg->nfiles++] = (struct bg_file){ start, end };
 	return LSQ_OK;
 }
@@ -188,16 +174,9 @@ static int on_entry(void *ctx, const struct lsq_dirent *ent)
 	if (ent->is_dot || atomic_load(&w->bg->stop))
 		return ent->is_dot ? 0 : 1;
 	if (ent->type == S_IFDIR) {
-		if (w->ndirs == w->cap) {
-			size_t ncap = w->cap ? 2 * w->cap : 64;
-			void *n = realloc(w->dirs, ncap * sizeof(*w->dirs));
-
-			if (!n) {
-				w->err = LSQ_ERR_NOMEM;
-				return 1;
-			}
-			w->dirs = n;
-			w->cap = ncap;
+		if (!LSQ_ARRAY_RESERVE(w->dirs, w->cap, w->ndirs, 64)) {
+			w->err = LSQ_ERR_NOMEM;
+			return 1;
 		}
 		w->dirs[w->ndirs++] = ent->ref;
 		return 0;
@@ -245,10 +224,8 @@ static void plan(struct lsq_background *bg)
 	if (add_unit(bg, 0, 0) != LSQ_OK)  /* room for the array */
 		return;
 	bg->nunits = 0;
-	w.dirs = malloc(64 * sizeof(*w.dirs));
-	if (!w.dirs)
+	if (!LSQ_ARRAY_RESERVE(w.dirs, w.cap, 0, 64))
 		return;
-	w.cap = 64;
 	w.dirs[w.ndirs++] = lsq_image_root(bg->img);
 	while (w.ndirs && !w.err && !atomic_load(&bg->stop)) {
 		struct lsq_inode dir;

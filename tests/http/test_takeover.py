@@ -106,8 +106,9 @@ class Readers:
 
     def __exit__(self, *exc):
         self.stop.set()
+        deadline = time.monotonic() + 120
         for t in self.threads:
-            t.join(120)
+            t.join(max(0.0, deadline - time.monotonic()))
         assert not [t for t in self.threads if t.is_alive()], \
             "a reader hung"
 
@@ -263,10 +264,10 @@ def test_daemons_that_die_at_once(mounts, small_image):
     m = mounts(small_image["path"], ["takeover"])
     name = sorted(small_image["files"])[0]
     kills = 0
-    # the first daemon may have lived past two seconds (a slow build):
-    # its death does not count, the next five do
+    # a daemon that lived past two seconds (the first; any on a slow
+    # build) starts the count again
     while "died within 2 s of taking over" not in m.log():
-        assert kills < 7, m.log()
+        assert kills < 10, m.log()
         pid = serving_pid(m.mnt)
         os.kill(pid, signal.SIGKILL)
         kills += 1
@@ -279,7 +280,7 @@ def test_daemons_that_die_at_once(mounts, small_image):
                 pass
             assert time.monotonic() < deadline, m.log()[-3000:]
             time.sleep(0.02)
-    assert kills in (5, 6), (kills, m.log())
+    assert kills >= 5, (kills, m.log())
     r = subprocess.run(["stat", os.path.join(m.mnt, name)],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode != 0 and "not connected" in r.stderr, r.stderr

@@ -248,8 +248,9 @@ static void plan(struct lsq_background *bg)
 		bytes += bg->units[i].len;
 	}
 	bg->nunits = n;
-	/* hard links list a file twice */
-	qsort(bg->files, bg->nfiles, sizeof(*bg->files), by_start);
+	/* hard links list a file twice; no large file: no array */
+	if (bg->nfiles)
+		qsort(bg->files, bg->nfiles, sizeof(*bg->files), by_start);
 	n = 0;
 	for (size_t i = 0; i < bg->nfiles; i++) {
 		if (n && bg->files[n - 1].start == bg->files[i].start)

@@ -24,6 +24,8 @@
 #   metrics       -o metrics=unix:SOCK, scraped every second while the
 #                 run lasts: what the endpoint and the histograms cost
 #   metrics-storm the same, scraped by three clients as fast as it answers
+#   takeover      -o takeover: every request read from one /dev/fuse file
+#                 (libfuse's clone_fd off), what a takeover needs
 # Needs root (run.sh drops caches, loop-mounts, sets enable_uring).
 set -euo pipefail
 
@@ -71,6 +73,7 @@ for name in "${names[@]}"; do
 	uring+off) uring=on args="-o io_uring=off" ;;
 	verify) args="-o verify=${SQFS_BENCH_VERIFY_KEY:?verify needs signed images and SQFS_BENCH_VERIFY_KEY (bench/verify_cost.sh)}" ;;
 	metrics|metrics-storm) args="-o metrics=unix:$out/metrics.sock" ;;
+	takeover) args="-o takeover" ;;
 	*) echo "knobs.sh: unknown configuration $name" >&2; exit 2 ;;
 	esac
 	echo "== $name (enable_uring $uring${args:+, $args})" >&2

@@ -17,11 +17,16 @@ import random
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 
-from conftest import daemon, is_mounted, start_nginx
+from conftest import daemon, is_mounted
 from test_cache import stats
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..",
+                                "integration"))
+import util  # noqa: E402
 
 KILLS = 20
 READERS = 8
@@ -32,12 +37,7 @@ TAKEOVER_WAIT = 60
 
 
 def pid_ended(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            st = f.read()
-    except OSError:
-        return True
-    return st[st.rindex(")") + 2] in ("Z", "X")
+    return not util.pid_alive(pid)
 
 
 def serving_pid(mnt):
@@ -119,16 +119,22 @@ def kill_serving(m, expect_takeover=True):
     pid = serving_pid(m.mnt)
     os.kill(pid, signal.SIGKILL)
     if expect_takeover:
-        deadline = time.monotonic() + TAKEOVER_WAIT
-        while True:
-            try:
-                if serving_pid(m.mnt) != pid:
-                    break
-            except AssertionError:
-                pass
-            assert time.monotonic() < deadline, m.log()[-3000:]
-            time.sleep(0.05)
+        wait_replaced(m, pid)
     return pid
+
+
+def wait_replaced(m, pid, unless=None):
+    """Wait until a daemon other than pid serves m (or the log says
+    `unless`)."""
+    deadline = time.monotonic() + TAKEOVER_WAIT
+    while unless is None or unless not in m.log():
+        try:
+            if serving_pid(m.mnt) != pid:
+                return
+        except AssertionError:
+            pass
+        assert time.monotonic() < deadline, m.log()[-3000:]
+        time.sleep(0.02)
 
 
 def stop_taken_over(m):
@@ -271,15 +277,7 @@ def test_daemons_that_die_at_once(mounts, small_image):
         pid = serving_pid(m.mnt)
         os.kill(pid, signal.SIGKILL)
         kills += 1
-        deadline = time.monotonic() + TAKEOVER_WAIT
-        while "died within 2 s" not in m.log():
-            try:
-                if serving_pid(m.mnt) != pid:
-                    break
-            except AssertionError:
-                pass
-            assert time.monotonic() < deadline, m.log()[-3000:]
-            time.sleep(0.02)
+        wait_replaced(m, pid, unless="died within 2 s")
     assert kills >= 5, (kills, m.log())
     r = subprocess.run(["stat", os.path.join(m.mnt, name)],
                        capture_output=True, text=True, timeout=30)

@@ -145,6 +145,9 @@ struct lsq_link {
 	uint64_t rtt_us;      /* round trip measured (min, recent) */
 	uint64_t rtt_samples; /* transfers timed so far */
 	uint64_t in_flight;   /* transfers running now */
+	/* of them, reading ahead of a sequential reader (it will want
+	 * the bytes soon) */
+	uint64_t readahead_in_flight;
 	/* the copy answering now, as shown in messages (no credentials),
 	 * when there are several (mirrors); NULL: one */
 	const char *mirror;

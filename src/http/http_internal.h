@@ -176,7 +176,7 @@ struct http_source {
 	atomic_uint_least64_t not_before_ns;  /* Retry-After, CLOCK_MONOTONIC */
 	atomic_uint_least64_t seed;
 	atomic_uint_least64_t requests, bytes_fetched, retries, failures,
-		cache_hits, readahead_bytes, in_flight;
+		cache_hits, readahead_bytes, in_flight, readahead_in_flight;
 };
 
 /* One transfer: what was asked, the current response's headers, and the
@@ -186,6 +186,8 @@ struct xfer {
 	const struct mirror *m;
 	bool probe;          /* at open: learn total and validators */
 	bool speculative;    /* nobody waits for it: the speculative pool */
+	/* a warm-up (http_warmup.c): no timing sample; aborted once set */
+	const atomic_bool *warmup_over;
 	uint64_t off;        /* absolute offset in the remote object */
 	size_t want;
 	uint8_t *buf;
@@ -237,6 +239,13 @@ bool lsq_http_s3_refused(const struct xfer *x);
 int lsq_http_s3_reload(struct http_source *hs, unsigned gen,
 		       const char *why);
 bool lsq_http_url_renew(struct xfer *x);
+
+/* ---- http_warmup.c: the speculative pool's connections, during the probe */
+
+struct lsq_http_warmup;
+struct lsq_http_warmup *lsq_http_warmup_start(struct http_source *hs);
+/* keep: the probe succeeded (then wait as long again for the warm-ups) */
+void lsq_http_warmup_finish(struct lsq_http_warmup *w, bool keep);
 
 /* ---- http_engine.c: the multi-handle thread (HTTP/2) ---- */
 

@@ -661,8 +661,14 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 	if (opt->insecure)
 		lsq_warn("%s: TLS certificate verification is off (-o insecure)",
 			 hs->base.name);
-	ret = opt->known ? open_known(hs, opt->known, err, errlen)
-			 : open_mirrors(hs, err, errlen);
+	if (opt->known) {
+		ret = open_known(hs, opt->known, err, errlen);
+	} else {
+		struct lsq_http_warmup *warm = lsq_http_warmup_start(hs);
+
+		ret = open_mirrors(hs, err, errlen);
+		lsq_http_warmup_finish(warm, ret == LSQ_OK);
+	}
 	if (ret)
 		goto fail;
 	/* Without a validator the same URL and size could be another image:

@@ -274,7 +274,11 @@ static void *prefetch_worker(void *arg)
 			hs->queue_tail = NULL;
 		c->qnext = NULL;
 		pthread_mutex_unlock(&hs->mu);
+		atomic_fetch_add_explicit(&hs->readahead_in_flight, 1,
+					  memory_order_relaxed);
 		ret = lsq_http_fetch(hs, c->data, c->len, c->off, true, NULL);
+		atomic_fetch_sub_explicit(&hs->readahead_in_flight, 1,
+					  memory_order_relaxed);
 		if (ret == LSQ_OK)
 			atomic_fetch_add_explicit(&hs->readahead_bytes, c->len,
 						  memory_order_relaxed);

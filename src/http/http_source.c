@@ -346,6 +346,7 @@ static int http_link(const struct lsq_source *src, struct lsq_link *out)
 	out->rtt_us = atomic_load(&hs->win.rtt_ns) / 1000u;
 	out->rtt_samples = atomic_load(&hs->win.samples);
 	out->in_flight = atomic_load(&hs->in_flight);
+	out->readahead_in_flight = atomic_load(&hs->readahead_in_flight);
 	out->mirrors = hs->nmirrors;
 	out->mirror_index = atomic_load(&hs->current) % hs->nmirrors;
 	out->mirror = hs->nmirrors > 1 ? hs->mirrors[out->mirror_index].shown

@@ -474,6 +474,14 @@ static void record_outcome(const struct xfer *x, uint64_t ns)
 	lsq_histogram_add(bytes[x->verdict], x->got);
 }
 
+static int warmup_progress(void *user, curl_off_t dltotal, curl_off_t dlnow,
+			   curl_off_t ultotal, curl_off_t ulnow)
+{
+	const struct xfer *x = user;
+
+	return atomic_load(x->warmup_over) ? 1 : 0;
+}
+
 /* One GET of [x->off, x->off + x->want) from mirror m into x->buf. */
 void lsq_http_transfer(struct xfer *x, const struct curl_slist *headers)
 {
@@ -514,6 +522,12 @@ void lsq_http_transfer(struct xfer *x, const struct curl_slist *headers)
 	curl_easy_setopt(h->curl, CURLOPT_HTTPHEADER, headers);
 	curl_easy_setopt(h->curl, CURLOPT_HEADERDATA, x);
 	curl_easy_setopt(h->curl, CURLOPT_WRITEDATA, x);
+	if (x->warmup_over) {
+		curl_easy_setopt(h->curl, CURLOPT_XFERINFOFUNCTION,
+				 warmup_progress);
+		curl_easy_setopt(h->curl, CURLOPT_XFERINFODATA, x);
+		curl_easy_setopt(h->curl, CURLOPT_NOPROGRESS, 0L);
+	}
 	x->verdict = V_OK;
 	x->why[0] = '\0';
 	atomic_fetch_add_explicit(&hs->requests, 1, memory_order_relaxed);
@@ -524,7 +538,9 @@ void lsq_http_transfer(struct xfer *x, const struct curl_slist *headers)
 	atomic_fetch_sub_explicit(&hs->in_flight, 1, memory_order_relaxed);
 	if (x->probe)  /* only the probe's answer decides on the engine */
 		x->multiplexed = answered_multiplexed(h->curl);
-	if (rc == CURLE_OK && x->verdict == V_OK && x->got == x->want)
+	if (x->warmup_over)
+		curl_easy_setopt(h->curl, CURLOPT_NOPROGRESS, 1L);
+	else if (rc == CURLE_OK && x->verdict == V_OK && x->got == x->want)
 		sample_timing(hs, h->curl, x->got);
 
 	if (rc == CURLE_OK) {

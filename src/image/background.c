@@ -488,15 +488,17 @@ static bool link_wants_it(struct lsq_background *bg)
 	return false;
 }
 
-/* Whether readers are on the network now beyond READERS_ALONGSIDE
- * transfers: reads someone waits for, or the readahead and prefetch that
- * serve them. */
+/* Whether readers are on the network now: a sequential reader's
+ * readahead (between its waves a span would take the link it is about
+ * to need), or more than READERS_ALONGSIDE transfers of reads someone
+ * waits for. */
 static bool others_on_network(struct lsq_background *bg)
 {
 	struct lsq_link hs;
 
 	return lsq_source_link(bg->img->src, &hs) == LSQ_OK &&
-	       hs.in_flight > atomic_load(&bg->in_flight) + READERS_ALONGSIDE;
+	       (hs.readahead_in_flight > 0 ||
+		hs.in_flight > atomic_load(&bg->in_flight) + READERS_ALONGSIDE);
 }
 
 /* Wait for a profile prefetch in progress (its spans are surer bets) and

@@ -28,6 +28,7 @@ static int fetch_url(const char *url, const struct lsq_http_options *http,
 
 	hopt.nmirrors = 0;
 	hopt.url_command = NULL;  /* it prints the image's URL, not this */
+	hopt.max_connections = 1;  /* one read of the whole file */
 	ret = lsq_source_open_stack(url, &so, &src, err, errlen, NULL, 0);
 	if (ret)
 		return ret;

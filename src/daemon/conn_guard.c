@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "daemon/service_keeper.h"
 
 #define FUSECTL_DIR "/sys/fs/fuse/connections"
 #define TAKEOVER_ENV "SQFS_LAZY_TAKEOVER"
@@ -69,6 +70,14 @@ void lsq_conn_guard_set_cmdline(char *start, size_t len)
 {
 	cmdline_start = start;
 	cmdline_len = len;
+}
+
+void lsq_conn_guard_rename(const char *name)
+{
+	if (cmdline_start && cmdline_len) {
+		memset(cmdline_start, 0, cmdline_len);
+		snprintf(cmdline_start, cmdline_len, "%s", name);
+	}
 }
 
 /* mountinfo escapes space, tab, newline and backslash as \ooo */
@@ -187,24 +196,40 @@ static int open_abort_file(const char *path)
 	return fd;
 }
 
-/* Above all /dev/fuse, unless it is kept for a takeover (keep2 >= 0): a
- * guard holding it keeps the connection alive itself. close_range()
- * needs Linux 5.9; older kernels get a loop. */
-static void close_other_fds(int keep, int keep2)
+/* Every file from 3 up but keep[] (-1: none): above all /dev/fuse,
+ * unless it is kept for a takeover (a guard holding it keeps the
+ * connection alive itself). close_range() needs Linux 5.9; older
+ * kernels get a loop. */
+static void close_other_fds(const int keep[3])
 {
+	int sorted[3], n = 0, from = 3, limit = 65536;
+	bool ok = true;
 	struct rlimit rl;
-	int limit = 65536, lo = keep2 >= 0 && keep2 < keep ? keep2 : keep;
-	int hi = keep2 > keep ? keep2 : keep;
 
-	if ((lo == 3 || close_range(3, (unsigned)lo - 1, 0) == 0) &&
-	    (hi == lo || hi == lo + 1 ||
-	     close_range((unsigned)lo + 1, (unsigned)hi - 1, 0) == 0) &&
-	    close_range((unsigned)hi + 1, ~0u, 0) == 0)
+	for (int i = 0; i < 3; i++) {
+		int j = n;
+
+		if (keep[i] < 3)
+			continue;
+		while (j > 0 && sorted[j - 1] > keep[i]) {
+			sorted[j] = sorted[j - 1];
+			j--;
+		}
+		sorted[j] = keep[i];
+		n++;
+	}
+	for (int i = 0; i < n && ok; i++) {
+		if (sorted[i] > from)
+			ok = close_range((unsigned)from,
+					 (unsigned)sorted[i] - 1, 0) == 0;
+		from = sorted[i] + 1;
+	}
+	if (ok && close_range((unsigned)from, ~0u, 0) == 0)
 		return;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536)
 		limit = (int)rl.rlim_cur;
 	for (int fd = 3; fd < limit; fd++)
-		if (fd != keep && fd != keep2)
+		if (fd != keep[0] && fd != keep[1] && fd != keep[2])
 			close(fd);
 }
 
@@ -269,14 +294,22 @@ static bool start_successor(struct guard_state *gs,
 		/* above every fd the dups below could land on */
 		int fuse = fcntl(gs->tk->fuse_fd, F_DUPFD, 10);
 		int sock = fcntl(hs[1], F_DUPFD, 10);
+		int keeper = gs->tk->keeper_fd >= 0
+				     ? fcntl(gs->tk->keeper_fd, F_DUPFD, 10)
+				     : -1;
 
 		sigset_t none;
 
 		if (fuse < 0 || sock < 0 || dup2(fuse, 3) != 3 ||
-		    dup2(sock, 4) != 4)
+		    dup2(sock, 4) != 4 ||
+		    (keeper >= 0 && (dup2(keeper, LSQ_KEEPER_FD) !=
+					     LSQ_KEEPER_FD ||
+				     setenv(LSQ_KEEPER_ENV, LSQ_KEEPER_FD_STR, 1) != 0)))
 			_exit(127);
 		close(fuse);
 		close(sock);
+		if (keeper >= 0)
+			close(keeper);
 		/* the guard's dispositions are not the daemon's */
 		signal(SIGINT, SIG_DFL);
 		signal(SIGTERM, SIG_DFL);
@@ -438,10 +471,7 @@ guard_main(int sock, pid_t parent, uint64_t id, const char *mountpoint,
 
 	/* first: tools looking for the daemon by its argv find it alone */
 	prctl(PR_SET_NAME, "sqfs-lazy-guard");
-	if (cmdline_start && cmdline_len) {
-		memset(cmdline_start, 0, cmdline_len);
-		snprintf(cmdline_start, cmdline_len, "sqfs-lazy-guard");
-	}
+	lsq_conn_guard_rename("sqfs-lazy-guard");
 	/* the daemon's stop signals are for the daemon: it disarms us */
 	signal(SIGINT, SIG_IGN);
 	signal(SIGTERM, SIG_IGN);
@@ -453,7 +483,9 @@ guard_main(int sock, pid_t parent, uint64_t id, const char *mountpoint,
 	sigprocmask(SIG_UNBLOCK, &hup, NULL);
 	if (prctl(PR_SET_PDEATHSIG, SIGHUP) != 0 || getppid() != parent)
 		_exit(1);
-	close_other_fds(sock, takeover_armed ? tk->fuse_fd : -1);
+	close_other_fds((const int[3]){ sock,
+					takeover_armed ? tk->fuse_fd : -1,
+					takeover_armed ? tk->keeper_fd : -1 });
 
 	snprintf(path, sizeof(path), FUSECTL_DIR "/%" PRIu64 "/abort", id);
 	guard_abort_fd = open_abort_file(path);

@@ -42,6 +42,9 @@ struct lsq_guard_takeover {
 	/* the kernel's INIT, when known at start (a daemon that took over);
 	 * NULL: the daemon tells it once read (lsq_conn_guard_send_init) */
 	const struct lsq_init_record *init;
+	/* the service keeper's pipe (service_keeper.h), which the guard
+	 * holds and hands on to the daemon it starts; -1: none */
+	int keeper_fd;
 };
 
 /* What a daemon started by a guard inherits (SQFS_LAZY_TAKEOVER). */
@@ -65,6 +68,10 @@ bool lsq_conn_guard_inherited(struct lsq_inherited *out, bool *err);
  * there, so `pgrep -f sqfs-lazy-mount` finds the daemon alone. Call
  * before anything rewrites argv. */
 void lsq_conn_guard_set_cmdline(char *start, size_t len);
+
+/* Write name over the argv strings (lsq_conn_guard_set_cmdline): a
+ * helper process, not the daemon, for pgrep -f and ps. */
+void lsq_conn_guard_rename(const char *name);
 
 /* The daemon's arguments, which a takeover starts the new daemon with
  * (the guard copies them before it renames itself). */

@@ -47,6 +47,7 @@
 #include "common/url.h"
 #include "daemon/background_policy.h"
 #include "daemon/conn_guard.h"
+#include "daemon/service_keeper.h"
 #include "daemon/metrics.h"
 #include "daemon/options.h"
 #include "daemon/signed_image.h"
@@ -481,6 +482,7 @@ static int run_mount(struct lsq_mount_options *opt)
 	struct lsq_conn_guard guard = { .pid = 0 };
 	struct takeover tk = { .guard = &guard, .m = &m };
 	bool inherit_err = false;
+	int keeper;
 	struct fuse_session *se;
 	struct stat below;
 	char *shown = NULL, *canonical = NULL, *learned_path = NULL;
@@ -499,6 +501,9 @@ static int run_mount(struct lsq_mount_options *opt)
 		lsq_err_log("takeover: the connection handed over does not parse");
 		return 1;
 	}
+	/* a service's main process must outlive the daemons of a takeover */
+	keeper = lsq_keeper_attach(!tk.inherited && opt->takeover &&
+				   opt->foreground && lsq_sd_notify_wanted());
 
 	/* libfuse's connection tunables (max_readahead, ...) are not known
 	 * to fuse_session_new(); take them out first, apply them in init. */
@@ -617,7 +622,8 @@ static int run_mount(struct lsq_mount_options *opt)
 						 : fuse_session_fd(se))
 				 : -1,
 		.count = tk.from.count,
-		.init = tk.inherited ? &tk.from.init : NULL });
+		.init = tk.inherited ? &tk.from.init : NULL,
+		.keeper_fd = keeper });
 	/* without a guard nobody would start the next daemon */
 	tk.on = tk.on && guard.pid > 0;
 	if (tk.inherited) {
@@ -625,6 +631,7 @@ static int run_mount(struct lsq_mount_options *opt)
 		say_taken_over(&tk, opt->mountpoint);
 	}
 	handle_handover(se, tk.on);
+	lsq_keeper_serving(keeper);
 	/* no fork after this point: background fetches may use threads */
 	lsq_source_allow_threads(lsq_image_source(m.img));
 	start_profile(&profile, opt, m.img);
@@ -660,9 +667,11 @@ static int run_mount(struct lsq_mount_options *opt)
 		}
 	}
 	atomic_store(&ready.stop, true);
-	lsq_sd_notify("STOPPING=1\nSTATUS=unmounting");
-	if (!tk.leaving)
+	/* a daemon that leaves is not the service stopping */
+	if (!tk.leaving) {
+		lsq_sd_notify("STOPPING=1\nSTATUS=unmounting");
 		lsq_info("%s: unmounting", opt->mountpoint);
+	}
 	stop_watcher(&watcher);
 	lsq_metrics_stop(&metrics);
 	/* before the unmount closes the channel the store thread writes to */
@@ -683,6 +692,8 @@ out_unmount:
 		fuse_session_unmount(se);
 	if (!tk.leaving)
 		lsq_conn_guard_disarm(&guard);
+	if (!tk.leaving && status == 0)
+		lsq_keeper_clean_end(keeper);
 	lsq_uring_stop(uring);  /* the unmount ended the rings' fetches */
 	m.uring = NULL;         /* freed: the final stats line must not read it */
 out_remove_handlers:

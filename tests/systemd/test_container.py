@@ -395,3 +395,105 @@ def test_notify_service(container, image, nginx):
         # foreground: stderr lines in the journal, one per event
         j = c.run("journalctl", "-q", "-o", "cat", "-u", unit).stdout
         assert "%s: mounted" % mnt in j and "%s: unmounting" % mnt in j, j
+
+
+def service_stats(c, mnt):
+    """--stats of the mount, from inside the container."""
+    r = c.run("sqfs-lazy-mount", "--stats", mnt, timeout=30)
+    return {k: int(v) for k, v in (l.split() for l in r.stdout.splitlines())}
+
+
+def unit_show(c, unit, *props):
+    r = c.run("systemctl", "show", "-p", ",".join(props), unit)
+    return dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)
+
+
+def wait_serving(c, mnt, old_pid):
+    """Wait until a daemon other than old_pid serves mnt; its stats."""
+    deadline = time.monotonic() + 60
+    while True:
+        r = c.run("sqfs-lazy-mount", "--stats", mnt, timeout=30, check=False)
+        if r.returncode == 0:
+            s = {k: int(v) for k, v in
+                 (l.split() for l in r.stdout.splitlines())}
+            if s["daemon_pid"] != old_pid:
+                return s
+        assert time.monotonic() < deadline, (
+            r.stderr, c.run("journalctl", "-q", "-n", "40",
+                            "--no-pager").stdout)
+        time.sleep(0.1)
+
+
+def test_takeover_service(container, image, nginx):
+    """OPTIONS=takeover in sqfs-lazy-mount@NAME.service: the unit's main
+    process is a keeper, the daemon its child, so a kill -9 of the daemon
+    is a takeover, not the end of the unit; `systemctl reload` is a live
+    upgrade; stop is clean and leaves no process."""
+    c = container
+    mnt = "/srv/svc-tk"
+    unit = "sqfs-lazy-mount@tk.service"
+    c.run("mkdir", "-p", "/etc/sqfs-lazy")
+    c.write("/etc/sqfs-lazy/tk.conf",
+            "IMAGE=%s\nMOUNTPOINT=%s\nOPTIONS=takeover,loglevel=info\n" % (
+                nginx.url(image[0]), mnt))
+    c.run("systemctl", "start", unit, timeout=120)
+    try:
+        assert read_sums(c, mnt) == expect(image)
+        first = service_stats(c, mnt)
+        main = int(unit_show(c, unit, "MainPID")["MainPID"])
+        # the main process is the keeper, not the daemon
+        assert main not in (0, first["daemon_pid"]), (main, first)
+        assert c.run("cat", "/proc/%d/comm" % main).stdout.strip() == \
+            "sqfs-lazy-keep"
+
+        assert first["takeover_ready"] == 1, first
+
+        c.run("sh", "-c", "kill -9 %d" % first["daemon_pid"])
+        after_kill = wait_serving(c, mnt, first["daemon_pid"])
+        assert after_kill["takeovers_crash"] == 1, after_kill
+        show = unit_show(c, unit, "ActiveState", "MainPID")
+        assert show == {"ActiveState": "active", "MainPID": str(main)}, show
+        assert mounted(c, mnt) == "fuse.sqfs-lazy"
+        assert read_sums(c, mnt) == expect(image)
+
+        c.run("systemctl", "reload", unit, timeout=120)
+        upgraded = wait_serving(c, mnt, after_kill["daemon_pid"])
+        assert upgraded["takeovers_upgrade"] == 1, upgraded
+        assert upgraded["takeovers"] == 2, upgraded
+        show = unit_show(c, unit, "ActiveState")
+        assert show["ActiveState"] == "active", show
+        assert read_sums(c, mnt) == expect(image)
+        j = c.run("journalctl", "-q", "-o", "cat", "-u", unit).stdout
+        assert "after its daemon died" in j and "(upgrade)" in j, j
+    finally:
+        c.run("systemctl", "stop", unit, timeout=120)
+    assert mounted(c, mnt) == ""
+    show = unit_show(c, unit, "Result", "ExecMainStatus")
+    assert show == {"Result": "success", "ExecMainStatus": "0"}, show
+    # the guard and every daemon gone (minbase has no pgrep)
+    left = c.run("sh", "-c", "cat /proc/[0-9]*/comm", check=False).stdout
+    assert "sqfs-lazy" not in left, left
+
+
+def test_reload_without_takeover(container, image, nginx):
+    """A reload of a unit without OPTIONS=takeover fails with one line and
+    leaves the mount served by the same daemon."""
+    c = container
+    mnt = "/srv/svc-notk"
+    unit = "sqfs-lazy-mount@notk.service"
+    c.run("mkdir", "-p", "/etc/sqfs-lazy")
+    c.write("/etc/sqfs-lazy/notk.conf", "IMAGE=%s\nMOUNTPOINT=%s\n" % (
+        nginx.url(image[0]), mnt))
+    c.run("systemctl", "start", unit, timeout=120)
+    try:
+        before = service_stats(c, mnt)["daemon_pid"]
+        r = c.run("systemctl", "reload", unit, timeout=120, check=False)
+        assert r.returncode != 0
+        j = c.run("journalctl", "-q", "-o", "cat", "-u", unit).stdout
+        assert "takeover" in j, j
+        assert service_stats(c, mnt)["daemon_pid"] == before
+        assert unit_show(c, unit, "ActiveState")["ActiveState"] == "active"
+        assert read_sums(c, mnt) == expect(image)
+    finally:
+        c.run("systemctl", "stop", unit, timeout=120)
+    assert mounted(c, mnt) == ""

@@ -10,6 +10,7 @@ Each suite's conftest.py puts tests/ on sys.path to import this module.
 
 import hashlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -361,3 +362,14 @@ def start_nginx(workdir, root, tls=None, server_extra=""):
     except RuntimeError as e:
         why = str(e)
     pytest.fail(why, pytrace=False)
+
+
+OPENER_RANGE = re.compile(r"bytes=(\d+)-\1$")
+
+
+def without_openers(entries):
+    """Access log entries less the 1-byte range requests a mount sends
+    beside its probe to open the connections readahead uses
+    (docs/http-source.md, http_warmup.c): they read nothing of the
+    image, and carry no If-Range."""
+    return [e for e in entries if not OPENER_RANGE.match(e.get("range") or "")]

@@ -34,8 +34,13 @@ def test_mounts_go_through_nginx(http_server, image_cache, mounter):
     at_mount = _uri_entries(http_server, "probe-gzip.sqfs")
     assert all(e["status"] == 206 and e["range"].startswith("bytes=")
                for e in at_mount), at_mount
-    assert len(at_mount) <= 3, "mount took %d requests: %r" % (
-        len(at_mount), at_mount)
+    # besides a 1-byte request on each connection that readahead will
+    # use, opened while the probe runs (docs/http-source.md)
+    openers = [e for e in at_mount if e["range"] == "bytes=0-0"]
+    assert len(openers) <= 3 and all(e["body"] == 1 for e in openers), \
+        openers
+    assert len(at_mount) - len(openers) <= 3, \
+        "mount took %d requests: %r" % (len(at_mount), at_mount)
     meta = sb["bytes_used"] - sb["inode_table_start"]
     sent = sum(e["bytes"] for e in at_mount)
     assert sent <= 65536 + meta + HEADERS * len(at_mount), \

@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 
-from conftest import daemon, is_mounted
+from conftest import daemon, is_mounted, require
 from test_cache import stats
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..",
@@ -157,7 +157,8 @@ def stop_taken_over(m):
         assert bad not in m.log(), m.log()[-6000:]
 
 
-def kills_under_load(m, expected, big=None):
+def kills_under_load(m, expected, big=None, check=None):
+    """KILLS kills under READERS readers; check(stats) before the end."""
     pids = []
     with Readers(m.mnt, expected, big) as readers:
         time.sleep(1)
@@ -176,6 +177,8 @@ def kills_under_load(m, expected, big=None):
              if "takeover: process" in ln]
     assert len(lines) == KILLS, m.log()[-3000:]
     assert "takeover %d;" % KILLS in lines[-1], lines[-1]
+    if check:
+        check(st)
     stop_taken_over(m)
 
 
@@ -200,6 +203,26 @@ def test_kills_http_with_cache_dir(mounts, nginx, big_image, tmp_path):
     m = mounts(nginx.url("img.sqfs"),
                ["takeover", "cache_dir=" + str(tmp_path / "cache")])
     kills_under_load(m, expected, big=("large.bin", large))
+
+
+def test_kills_verified_image(mounts, small_image, tmp_path):
+    """The same with verify=: each new daemon checks the signed manifest
+    again and every block it serves against it."""
+    require(shutil.which("openssl") is not None, "openssl missing")
+    from test_verify import _genkey, _tool
+    img = str(tmp_path / "signed.sqfs")
+    shutil.copyfile(small_image["path"], img)
+    pub = _genkey(str(tmp_path / "key.pem"))
+    subprocess.run([_tool("sqfs-lazy-sign"), "--key",
+                    str(tmp_path / "key.pem"), img], check=True,
+                   capture_output=True, timeout=120)
+    m = mounts(img, ["takeover", "verify=" + pub])
+
+    def verified(st):
+        assert st["verify_units"] > 0, st
+        assert st["verify_mismatches"] == 0 and st["verify_refused"] == 0, st
+
+    kills_under_load(m, small_image["files"], check=verified)
 
 
 def test_off_by_default(mounts, small_image):

@@ -226,6 +226,11 @@ static void schedule_ahead(struct http_source *hs, struct stream *s)
 		n = within_limit(s, start, n);
 		if (n == 0)
 			return;
+		/* less than half a window left of the file would go out
+		 * alone, a round trip later once a worker is free: take it
+		 * along */
+		if (s->limit <= size && s->limit - (start + n) < n / 2)
+			n = s->limit - start;
 		n = lsq_http_trim_to_next_chunk(hs, start, n);
 		if (n == 0) {  /* held or loading already: look past it */
 			c = lsq_http_find_cover(hs, start, 1);

@@ -26,6 +26,7 @@
  */
 #include "daemon/conn_guard.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -349,24 +350,54 @@ static bool start_successor(struct guard_state *gs,
 	return false;
 }
 
-/* Whether pid has ended (a zombie, or reaped). */
-static bool ended(pid_t pid)
+/* A task's state letter from /proc/.../stat ('?' when unreadable). */
+static char task_state(const char *path)
 {
-	char path[64], st[512], *close_paren;
+	char st[512], *close_paren;
 	ssize_t n;
-	int fd;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return true;
+		return '?';
 	n = read(fd, st, sizeof(st) - 1);
 	close(fd);
 	if (n <= 0)
-		return true;
+		return '?';
 	st[n] = '\0';
 	close_paren = strrchr(st, ')');
-	return !close_paren || close_paren[2] == 'Z' || close_paren[2] == 'X';
+	return close_paren && close_paren[1] ? close_paren[2] : '?';
+}
+
+/* Whether no thread of pid can read a request any more: every one has
+ * ended (a zombie, or reaped) or waits uninterruptibly in the kernel
+ * (the page store's notify_store on a page whose READ is queued: it
+ * reads nothing). The main thread turns zombie first while the others
+ * still die: one of them may still take a request off the connection,
+ * and taken after the new daemon's resend it would be lost. */
+static bool ended(pid_t pid)
+{
+	char path[64];
+	struct dirent *de;
+	bool done = true;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	dir = opendir(path);
+	if (!dir)
+		return true;
+	while (done && (de = readdir(dir))) {
+		char stat_path[320], state;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(stat_path, sizeof(stat_path), "/proc/%d/task/%s/stat",
+			 (int)pid, de->d_name);
+		state = task_state(stat_path);
+		done = state == '?' || state == 'Z' || state == 'X' ||
+		       state == 'D';
+	}
+	closedir(dir);
+	return done;
 }
 
 /* The daemon is gone: start another on the connection, or abort it. */
@@ -382,9 +413,10 @@ static void __attribute__((noreturn)) take_over(struct guard_state *gs,
 		_exit(0);
 	}
 	/* its other threads end a moment after the main one: until then it
-	 * holds its files (cache_dir's lock). A thread that cannot end
-	 * until the READ it waits on is answered (conn_guard.h) does not
-	 * hold us up past a second. */
+	 * holds its files (cache_dir's lock), and one may still read a
+	 * request (ended()). A thread that cannot end until the READ it
+	 * waits on is answered (conn_guard.h) does not hold us up past a
+	 * second. */
 	for (int i = 0; i < 100 && !ended(daemon); i++)
 		usleep(10000);
 	if (gs->upgrade) {

@@ -675,7 +675,7 @@ static int run_mount(struct lsq_mount_options *opt)
 	stop_watcher(&watcher);
 	lsq_metrics_stop(&metrics);
 	/* before the unmount closes the channel the store thread writes to */
-	lsq_page_store_stop(&m.page_store);
+	lsq_page_store_stop(&m.page_store, tk.leaving);
 	/* > 0 is the signal that ended the loop: a clean stop */
 	if (ret < 0)
 		lsq_err_log("%s: request loop failed: %s", opt->mountpoint,

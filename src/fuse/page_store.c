@@ -123,7 +123,7 @@ void lsq_page_store_after_read(struct lsq_page_store *ps, fuse_ino_t ino,
 	pthread_mutex_unlock(&ps->lock);
 }
 
-void lsq_page_store_stop(struct lsq_page_store *ps)
+void lsq_page_store_stop(struct lsq_page_store *ps, bool handing_over)
 {
 	bool join;
 
@@ -142,9 +142,19 @@ void lsq_page_store_stop(struct lsq_page_store *ps)
 		 * no worker will answer any more; the unmount that follows
 		 * aborts that read and frees it, so do not wait forever. */
 		clock_gettime(CLOCK_REALTIME, &deadline);
-		deadline.tv_sec += 2;
+		if (handing_over) {
+			deadline.tv_nsec += 100000000L;
+			if (deadline.tv_nsec >= 1000000000L) {
+				deadline.tv_sec++;
+				deadline.tv_nsec -= 1000000000L;
+			}
+		} else {
+			deadline.tv_sec += 2;
+		}
 		if (pthread_timedjoin_np(ps->thread, NULL, &deadline) != 0) {
-			lsq_log(LSQ_LOG_WARNING,
+			/* handing over, expected: its READ is the next
+			 * daemon's */
+			lsq_log(handing_over ? LSQ_LOG_DEBUG : LSQ_LOG_WARNING,
 				"page store thread still busy at shutdown");
 			ps->abandoned = true;
 		}
@@ -155,7 +165,7 @@ void lsq_page_store_fini(struct lsq_page_store *ps)
 {
 	if (!ps->initialised)
 		return;
-	lsq_page_store_stop(ps);
+	lsq_page_store_stop(ps, false);
 	if (ps->abandoned)
 		return; /* it may still take the lock once; keep it valid */
 	pthread_cond_destroy(&ps->cond);

@@ -62,8 +62,10 @@ void lsq_page_store_after_read(struct lsq_page_store *ps, fuse_ino_t ino,
 
 /* Stop and join the thread; pending requests are dropped and later ones
  * ignored. Idempotent; a no-op on a store that was never initialised
- * (zeroed memory). */
-void lsq_page_store_stop(struct lsq_page_store *ps);
+ * (zeroed memory). handing_over: the daemon leaves the connection to
+ * the next one, which alone can answer a READ the thread may wait on,
+ * and only once this process has gone: wait 0.1 s, not 2 s. */
+void lsq_page_store_stop(struct lsq_page_store *ps, bool handing_over);
 
 /* Stop, then release the store's resources. Idempotent like stop. */
 void lsq_page_store_fini(struct lsq_page_store *ps);

@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 /* What is recorded, and so the buckets: durations in ns (shown in
  * seconds, 50 us to 30 s), or sizes in bytes (4 KiB to 64 MiB). */
@@ -69,5 +70,9 @@ uint64_t lsq_histogram_quantile(const struct lsq_histogram *h, double q);
 
 /* The monotonic clock in ns, for samples. */
 uint64_t lsq_now_ns(void);
+
+/* The realtime clock ns from now: a deadline for pthread_cond_timedwait
+ * and pthread_timedjoin_np, which take CLOCK_REALTIME. */
+struct timespec lsq_realtime_after_ns(uint64_t ns);
 
 #endif

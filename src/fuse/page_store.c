@@ -6,6 +6,7 @@
 #include <sys/uio.h>
 #include <time.h>
 
+#include "common/histogram.h"
 #include "common/log.h"
 
 void lsq_page_store_init(struct lsq_page_store *ps, struct lsq_image *img,
@@ -136,21 +137,12 @@ void lsq_page_store_stop(struct lsq_page_store *ps, bool handing_over)
 	pthread_cond_broadcast(&ps->cond);
 	pthread_mutex_unlock(&ps->lock);
 	if (join) {
-		struct timespec deadline;
-
 		/* The thread can be stuck on the page lock of a read that
 		 * no worker will answer any more; the unmount that follows
 		 * aborts that read and frees it, so do not wait forever. */
-		clock_gettime(CLOCK_REALTIME, &deadline);
-		if (handing_over) {
-			deadline.tv_nsec += 100000000L;
-			if (deadline.tv_nsec >= 1000000000L) {
-				deadline.tv_sec++;
-				deadline.tv_nsec -= 1000000000L;
-			}
-		} else {
-			deadline.tv_sec += 2;
-		}
+		struct timespec deadline = lsq_realtime_after_ns(
+			handing_over ? 100000000ull : 2000000000ull);
+
 		if (pthread_timedjoin_np(ps->thread, NULL, &deadline) != 0) {
 			/* handing over, expected: its READ is the next
 			 * daemon's */

@@ -99,7 +99,6 @@ static void drop_idle_speculative(struct http_source *hs)
 
 void lsq_http_warmup_finish(struct lsq_http_warmup *w, bool keep)
 {
-	uint64_t grace_ns;
 	struct timespec until;
 
 	if (!w)
@@ -107,14 +106,7 @@ void lsq_http_warmup_finish(struct lsq_http_warmup *w, bool keep)
 	/* Begun with the probe, the warm-ups normally end with it; one that
 	 * takes twice as long (a server that queues new connections) is
 	 * not worth a later mount. */
-	grace_ns = keep ? lsq_now_ns() - w->start_ns : 0;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += (time_t)(grace_ns / 1000000000u);
-	until.tv_nsec += (long)(grace_ns % 1000000000u);
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	until = lsq_realtime_after_ns(keep ? lsq_now_ns() - w->start_ns : 0);
 	pthread_mutex_lock(&w->mu);
 	while (w->done < w->n &&
 	       pthread_cond_timedwait(&w->cv, &w->mu, &until) == 0)

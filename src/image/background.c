@@ -39,6 +39,7 @@
 #include <time.h>
 
 #include "common/array.h"
+#include "common/histogram.h"
 #include "common/log.h"
 #include "image/image_internal.h"
 #include "lsq/error.h"
@@ -441,26 +442,11 @@ static void unclaim(struct lsq_background *bg, size_t first, size_t n)
 		bg->low = first;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Sleep up to ns, or until stop. Under mu. */
 static void nap(struct lsq_background *bg, uint64_t ns)
 {
-	struct timespec until;
+	struct timespec until = lsq_realtime_after_ns(ns);
 
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += (time_t)(ns / 1000000000ull);
-	until.tv_nsec += (long)(ns % 1000000000ull);
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
 	if (!atomic_load(&bg->stop))
 		pthread_cond_timedwait(&bg->cv, &bg->mu, &until);
 }
@@ -568,12 +554,12 @@ static void fetch(struct lsq_background *bg, unsigned stream)
 		bg->pending += span;
 		pthread_mutex_unlock(&bg->mu);
 
-		t0 = now_ns();
+		t0 = lsq_now_ns();
 		atomic_fetch_add(&bg->in_flight, 1);
 		ret = lsq_source_prefetch(bg->img->src, ext, n,
 					  LSQ_PREFETCH_BACKGROUND, &got);
 		atomic_fetch_sub(&bg->in_flight, 1);
-		took = now_ns() - t0;
+		took = lsq_now_ns() - t0;
 
 		pthread_mutex_lock(&bg->mu);
 		bg->pending -= span;

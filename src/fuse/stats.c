@@ -75,6 +75,8 @@ static const struct {
 	G(http_rtt_us),
 	T(http_windows),
 	T(http_window_hits),
+	G(http_link_bytes_per_second),
+	T(http_paced),
 	G(http_buffer_bytes),
 	T(http_url_renewals),
 	T(http_url_failures),

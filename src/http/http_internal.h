@@ -36,6 +36,8 @@
 #define LSQ_HTTP_STREAMS 8             /* sequential streams tracked */
 #define LSQ_HTTP_RA_SLACK (512u * 1024u) /* reordering a stream tolerates */
 #define LSQ_HTTP_MAX_PREFETCH 4        /* prefetch workers at most */
+/* A body that lasted this long times the link (all transfers' bytes) */
+#define LSQ_HTTP_LINK_TIMED_NS (10u * 1000u * 1000u)
 #define LSQ_HTTP_RA_JUDGE (8u * 1024u * 1024u) /* readahead checked per */
 #define LSQ_HTTP_BACKOFF_BASE 0.2      /* seconds, doubled per retry */
 #define LSQ_HTTP_BACKOFF_MAX 8.0
@@ -141,6 +143,13 @@ struct http_source {
 	pthread_t *prefetchers;
 	unsigned nprefetchers, prefetch_max, prefetch_inflight;
 	bool prefetch_allowed, prefetch_started, stopping;
+	/* Pacing over a long round trip: a stream whose next window waits
+	 * until the bytes still to arrive drop below a bandwidth-delay
+	 * product (paced_stream, with mu), and the flag that tells the
+	 * transfers to wake a worker for it when they do. */
+	struct stream *paced_stream;
+	bool pace_kicked;
+	atomic_bool pace_waiting;
 
 	/* transfer engine (threads allowed and libcurl has the multi calls) */
 	CURLM *multi;
@@ -177,6 +186,10 @@ struct http_source {
 	atomic_uint_least64_t seed;
 	atomic_uint_least64_t requests, bytes_fetched, retries, failures,
 		cache_hits, readahead_bytes, in_flight, readahead_in_flight;
+	/* what pacing counts: bytes the prefetch queue's jobs and the
+	 * paced transfers running now (xfer.paced) have still to receive */
+	atomic_uint_least64_t to_arrive;
+	atomic_uint_least64_t paced;  /* times it held a window back */
 };
 
 /* One transfer: what was asked, the current response's headers, and the
@@ -186,12 +199,16 @@ struct xfer {
 	const struct mirror *m;
 	bool probe;          /* at open: learn total and validators */
 	bool speculative;    /* nobody waits for it: the speculative pool */
+	bool paced;          /* counted in hs->to_arrive */
 	/* a warm-up (http_warmup.c): no timing sample; aborted once set */
 	const atomic_bool *warmup_over;
 	uint64_t off;        /* absolute offset in the remote object */
 	size_t want;
 	uint8_t *buf;
 	size_t got;
+	/* the source's bytes_fetched at this body's first bytes: what every
+	 * transfer received meanwhile times the link, not this one's share */
+	uint64_t link_bytes_at_body;
 	unsigned s3_gen;     /* credentials generation this request used */
 	unsigned url_gen;    /* url_command's URL generation used, or 0 */
 	/* the current response's headers (reset per status line) */
@@ -233,8 +250,18 @@ void lsq_http_sleep_seconds(double s);
 double lsq_http_backoff(struct http_source *hs, unsigned attempt,
 			double retry_after);
 void lsq_http_transfer(struct xfer *x, const struct curl_slist *headers);
+/* Who a fetch is for: a reader waiting (retries, errors logged), or
+ * nobody yet (one quiet try): the readahead, which pacing counts, or a
+ * profile's or the background's span, which it does not (they give way
+ * to readers; the readahead must not wait behind them). */
+enum lsq_http_fetch_kind {
+	LSQ_FETCH_WAITED,
+	LSQ_FETCH_READAHEAD,
+	LSQ_FETCH_SPAN,
+};
 int lsq_http_fetch(struct http_source *hs, uint8_t *buf, size_t len,
-		   uint64_t off, bool speculative, const char **origin);
+		   uint64_t off, enum lsq_http_fetch_kind kind,
+		   const char **origin);
 bool lsq_http_s3_refused(const struct xfer *x);
 int lsq_http_s3_reload(struct http_source *hs, unsigned gen,
 		       const char *why);
@@ -258,6 +285,10 @@ void lsq_http_engine_stop(struct http_source *hs);
 /* Bytes readahead chunks may hold: ra_limit, more over a long round trip
  * (LSQ_HTTP_RA_LONG_MAX at most). */
 uint64_t lsq_http_ra_limit(struct http_source *hs);
+/* A transfer received bytes or ended (no lock held; call only while
+ * pace_waiting): wake a prefetch worker for the paced stream once what
+ * is still to arrive fell below what pacing keeps in flight. */
+void lsq_http_pace_check(struct http_source *hs);
 
 /* ---- http_chunks.c: head, readahead and window memory ---- */
 

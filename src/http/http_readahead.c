@@ -187,6 +187,42 @@ static void reach_further(struct http_source *hs, struct stream *s)
 		s->ahead = lsq_http_ra_limit(hs) / 2;
 }
 
+static uint64_t still_to_arrive(struct http_source *hs)
+{
+	return atomic_load(&hs->to_arrive);
+}
+
+/* What pacing keeps in flight over a long round trip: a bandwidth-delay
+ * product. The next window goes out when less than that is still to
+ * arrive, so it starts arriving as the last bytes before it do, and the
+ * link never idles a round trip between waves of windows (windows sent
+ * together share the link and end together). 0 on a short round trip:
+ * no pacing, the workers alone bound what is in flight. */
+static uint64_t pace_target(struct http_source *hs)
+{
+	return lsq_latency_window_bdp(&hs->win);
+}
+
+/* Whether the next window waits: pacing is on and enough is coming. */
+static bool enough_in_flight(struct http_source *hs)
+{
+	uint64_t target = pace_target(hs);
+
+	return target && still_to_arrive(hs) >= target;
+}
+
+void lsq_http_pace_check(struct http_source *hs)
+{
+	if (enough_in_flight(hs))
+		return;
+	if (!atomic_exchange(&hs->pace_waiting, false))
+		return;
+	pthread_mutex_lock(&hs->mu);
+	hs->pace_kicked = true;
+	pthread_cond_signal(&hs->queue_cv);
+	pthread_mutex_unlock(&hs->mu);
+}
+
 static void *prefetch_worker(void *arg);
 
 static bool start_prefetchers(struct http_source *hs)
@@ -239,6 +275,19 @@ static void schedule_ahead(struct http_source *hs, struct stream *s)
 			s->fetched_to = c->off + c->len;
 			continue;
 		}
+		/* the file's last window goes now: nothing would follow it
+		 * to keep the link busy, and the reader waits for its end */
+		if (start + n < s->limit && enough_in_flight(hs)) {
+			hs->paced_stream = s;
+			atomic_store(&hs->pace_waiting, true);
+			/* the last bytes may have come before the flag */
+			if (enough_in_flight(hs)) {
+				atomic_fetch_add_explicit(&hs->paced, 1,
+							  memory_order_relaxed);
+				return;
+			}
+			atomic_store(&hs->pace_waiting, false);
+		}
 		if (!lsq_http_make_room(hs, n, s))
 			return;
 		c = lsq_http_chunk_new(hs, start, (size_t)n, false);
@@ -252,6 +301,7 @@ static void schedule_ahead(struct http_source *hs, struct stream *s)
 			hs->queue = c;
 		hs->queue_tail = c;
 		hs->prefetch_inflight++;
+		atomic_fetch_add(&hs->to_arrive, n);
 		s->fetched_to = start + n;
 		s->spec_bytes += n;
 		grow_window(hs, s);
@@ -269,19 +319,31 @@ static void *prefetch_worker(void *arg)
 		struct chunk *c;
 		int ret;
 
-		while (!hs->stopping && !hs->queue)
+		while (!hs->stopping && !hs->queue && !hs->pace_kicked)
 			pthread_cond_wait(&hs->queue_cv, &hs->mu);
 		if (hs->stopping)
 			break;
+		if (hs->pace_kicked) {
+			struct stream *s = hs->paced_stream;
+
+			hs->pace_kicked = false;
+			hs->paced_stream = NULL;
+			if (s && s->confirmed)
+				schedule_ahead(hs, s);
+			if (!hs->queue)
+				continue;
+		}
 		c = hs->queue;
 		hs->queue = c->qnext;
 		if (!hs->queue)
 			hs->queue_tail = NULL;
 		c->qnext = NULL;
+		atomic_fetch_sub(&hs->to_arrive, c->len);
 		pthread_mutex_unlock(&hs->mu);
 		atomic_fetch_add_explicit(&hs->readahead_in_flight, 1,
 					  memory_order_relaxed);
-		ret = lsq_http_fetch(hs, c->data, c->len, c->off, true, NULL);
+		ret = lsq_http_fetch(hs, c->data, c->len, c->off,
+				     LSQ_FETCH_READAHEAD, NULL);
 		atomic_fetch_sub_explicit(&hs->readahead_in_flight, 1,
 					  memory_order_relaxed);
 		if (ret == LSQ_OK)
@@ -413,6 +475,7 @@ void lsq_http_prefetch_stop(struct http_source *hs)
 		struct chunk *c = hs->queue;
 
 		hs->queue = c->qnext;
+		atomic_fetch_sub(&hs->to_arrive, c->len);
 		if (!c->dead)
 			lsq_http_chunk_unlink(hs, c);
 		lsq_http_chunk_put(hs, c);

@@ -160,7 +160,8 @@ static int read_from(struct lsq_source *src, struct lsq_read *rq,
 	*waited_network = true;
 	if (rq->speculative) {
 		pthread_mutex_unlock(&hs->mu);
-		return lsq_http_fetch(hs, buf, len, offset, true, &rq->origin);
+		return lsq_http_fetch(hs, buf, len, offset, LSQ_FETCH_SPAN,
+				      &rq->origin);
 	}
 	w = lsq_latency_window_size(&hs->win);
 	if (hs->opt.readahead)
@@ -174,13 +175,14 @@ static int read_from(struct lsq_source *src, struct lsq_read *rq,
 	}
 	if (!c) {
 		pthread_mutex_unlock(&hs->mu);
-		return lsq_http_fetch(hs, buf, len, offset, false,
+		return lsq_http_fetch(hs, buf, len, offset, LSQ_FETCH_WAITED,
 				      &rq->origin);
 	}
 
 	/* c is a loading chunk we own; nobody else fetches it. */
 	pthread_mutex_unlock(&hs->mu);
-	ret = lsq_http_fetch(hs, c->data, c->len, c->off, false, &rq->origin);
+	ret = lsq_http_fetch(hs, c->data, c->len, c->off, LSQ_FETCH_WAITED,
+			     &rq->origin);
 	if (ret == LSQ_OK) {
 		memcpy(buf, c->data + (offset - c->off), len);
 		atomic_fetch_add_explicit(&hs->readahead_bytes, ra,
@@ -279,8 +281,8 @@ static int http_refetch(struct lsq_source *src, struct lsq_read *rq)
 	if (hs->nmirrors > 1)
 		atomic_compare_exchange_strong(&hs->current, &cur,
 					       (cur + 1) % hs->nmirrors);
-	return lsq_http_fetch(hs, rq->buf, rq->len, rq->offset, false,
-			      &rq->origin);
+	return lsq_http_fetch(hs, rq->buf, rq->len, rq->offset,
+			      LSQ_FETCH_WAITED, &rq->origin);
 }
 
 static void http_allow_threads(struct lsq_source *src)
@@ -325,6 +327,9 @@ static void http_counters(const struct lsq_source *src, lsq_counter_fn fn,
 	   LSQ_COUNTER_TOTAL);
 	fn(ctx, "http_window_hits", atomic_load(&hs->win.hits),
 	   LSQ_COUNTER_TOTAL);
+	fn(ctx, "http_link_bytes_per_second",
+	   lsq_latency_window_rate(&hs->win), LSQ_COUNTER_GAUGE);
+	fn(ctx, "http_paced", atomic_load(&hs->paced), LSQ_COUNTER_TOTAL);
 	/* counters only read the lock's state; the source is not changed */
 	pthread_mutex_lock((pthread_mutex_t *)&hs->mu);
 	held = hs->ra_bytes + hs->win_bytes;

@@ -213,19 +213,31 @@ static bool answered_multiplexed(CURL *curl)
 #endif
 }
 
-/* Round trip (request sent to first byte) and body throughput of a
- * transfer that just succeeded, for the latency windows. */
-static void sample_timing(struct http_source *hs, CURL *curl, size_t bytes)
+/* Round trip (request sent to first byte) and throughput of a transfer
+ * that just succeeded, for the latency windows and the readahead. Its body
+ * shared the link with the transfers running beside it (the readahead's
+ * workers run several): the link's rate is what all of them received
+ * while it lasted. A short body is timed alone: other transfers' bytes
+ * arrive in bursts of a receive buffer, which over a few milliseconds
+ * would count several times over. */
+static void sample_timing(struct http_source *hs, CURL *curl,
+			  const struct xfer *x)
 {
 	curl_off_t pre = 0, first = 0, total = 0;
+	uint64_t body_ns, bytes = x->got;
 
 	if (curl_easy_getinfo(curl, CURLINFO_PRETRANSFER_TIME_T, &pre) ||
 	    curl_easy_getinfo(curl, CURLINFO_STARTTRANSFER_TIME_T, &first) ||
 	    curl_easy_getinfo(curl, CURLINFO_TOTAL_TIME_T, &total) ||
 	    first < pre || total < first)
 		return;
+	body_ns = (uint64_t)(total - first) * 1000u;
+	if (body_ns >= LSQ_HTTP_LINK_TIMED_NS)
+		bytes = atomic_load_explicit(&hs->bytes_fetched,
+					     memory_order_relaxed) -
+			x->link_bytes_at_body;
 	lsq_latency_window_sample(&hs->win, (uint64_t)(first - pre) * 1000u,
-				  bytes, (uint64_t)(total - first) * 1000u);
+				  bytes, body_ns);
 }
 
 /* Read the credentials of generation gen again and take them if they
@@ -532,16 +544,24 @@ void lsq_http_transfer(struct xfer *x, const struct curl_slist *headers)
 	x->why[0] = '\0';
 	atomic_fetch_add_explicit(&hs->requests, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&hs->in_flight, 1, memory_order_relaxed);
+	if (x->paced)
+		atomic_fetch_add(&hs->to_arrive, x->want);
 	start = lsq_now_ns();
 	rc = atomic_load(&hs->engine_on) ? lsq_http_engine_perform(hs, h)
 					 : curl_easy_perform(h->curl);
 	atomic_fetch_sub_explicit(&hs->in_flight, 1, memory_order_relaxed);
+	if (x->paced) {
+		atomic_fetch_sub(&hs->to_arrive, x->want - x->got);
+		if (atomic_load_explicit(&hs->pace_waiting,
+					 memory_order_relaxed))
+			lsq_http_pace_check(hs);  /* it may have ended short */
+	}
 	if (x->probe)  /* only the probe's answer decides on the engine */
 		x->multiplexed = answered_multiplexed(h->curl);
 	if (x->warmup_over)
 		curl_easy_setopt(h->curl, CURLOPT_NOPROGRESS, 1L);
 	else if (rc == CURLE_OK && x->verdict == V_OK && x->got == x->want)
-		sample_timing(hs, h->curl, x->got);
+		sample_timing(hs, h->curl, x);
 
 	if (rc == CURLE_OK) {
 		if (!x->final_seen)
@@ -620,12 +640,14 @@ static void not_before(struct http_source *hs, double s)
 }
 
 /* Fetch [off, off+len) of the image (source coordinates) into buf, with
- * retries and mirror failover. speculative (readahead): one try, quiet.
+ * retries and mirror failover; one quiet try when nobody waits (kind).
  * *origin (when origin is not NULL): the mirror that answered, where
  * there are several. */
 int lsq_http_fetch(struct http_source *hs, uint8_t *buf, size_t len,
-		   uint64_t off, bool speculative, const char **origin)
+		   uint64_t off, enum lsq_http_fetch_kind kind,
+		   const char **origin)
 {
+	bool speculative = kind != LSQ_FETCH_WAITED;
 	/* A failed readahead costs nothing: the reader fetches for itself,
 	 * with retries, and reports. */
 	unsigned tries = speculative ? 1 : hs->opt.retries + 1;
@@ -660,6 +682,7 @@ int lsq_http_fetch(struct http_source *hs, uint8_t *buf, size_t len,
 		x.want = len;
 		x.buf = buf;
 		x.speculative = speculative;
+		x.paced = kind != LSQ_FETCH_SPAN;
 		lsq_http_transfer(&x, m->headers);
 		if (x.verdict == V_OK) {
 			/* which copy of the image, for a verifier's message */

@@ -85,12 +85,18 @@ void lsq_latency_window_sample(struct lsq_latency_window *w, uint64_t rtt_ns,
 	}
 }
 
-uint64_t lsq_latency_window_bdp(struct lsq_latency_window *w)
+uint64_t lsq_latency_window_rate(const struct lsq_latency_window *w)
 {
-	uint64_t rtt = atomic_load_explicit(&w->rtt_ns, R);
 	uint64_t bps = atomic_load_explicit(&w->bps, R);
 	uint64_t epoch_bps = atomic_load_explicit(&w->epoch_bps, R);
 
+	return epoch_bps > bps ? epoch_bps : bps;  /* the first epoch's */
+}
+
+uint64_t lsq_latency_window_bdp(struct lsq_latency_window *w)
+{
+	uint64_t rtt = atomic_load_explicit(&w->rtt_ns, R);
+	uint64_t bps = lsq_latency_window_rate(w);
 	unsigned n = atomic_load_explicit(&w->samples, R);
 
 	/* a mount's probe and metadata are two transfers: a third sample
@@ -100,8 +106,6 @@ uint64_t lsq_latency_window_bdp(struct lsq_latency_window *w)
 	if (rtt < MIN_RTT_NS || n + 1 < MIN_SAMPLES ||
 	    (n < MIN_SAMPLES && rtt < EARLY_RTT_NS))
 		return 0;
-	if (epoch_bps > bps)
-		bps = epoch_bps;  /* the first epoch has no estimate yet */
 	if (!bps)
 		bps = DEFAULT_BPS;
 	/* bytes in flight over one round trip; 2^64 ns is 584 years */

@@ -39,9 +39,13 @@ struct lsq_latency_window {
 void lsq_latency_window_init(struct lsq_latency_window *w, uint64_t max_bytes);
 
 /* One transfer: its round trip (request sent to first byte), and, for a
- * long one, body bytes over the time they took. 0: not measured. */
+ * long one, the bytes the link carried over the time its body took. 0:
+ * not measured. */
 void lsq_latency_window_sample(struct lsq_latency_window *w, uint64_t rtt_ns,
 			       uint64_t bytes, uint64_t body_ns);
+
+/* The link's throughput measured (bytes/s; 0: no long body timed yet). */
+uint64_t lsq_latency_window_rate(const struct lsq_latency_window *w);
 
 /* The bandwidth-delay product measured (bytes), or 0 on a short round
  * trip or before three transfers were timed. */

@@ -361,8 +361,23 @@ static void handle_handover(struct fuse_session *se, bool on)
 	sigaction(SIGUSR2, &sa, NULL);
 }
 
+/* Whether the mount is to be taken over should its daemon die. A
+ * takeover needs /dev/fuse: rings die with the daemon, and what they had
+ * read with them. -o takeover makes io_uring=auto mean off; takeover=auto
+ * (the default) gives way to rings the kernel offers. */
+static bool takeover_wanted(const struct lsq_mount_options *opt)
+{
+	bool rings = !opt->single_thread && opt->io_uring != 0 &&
+		     (opt->io_uring > 0 ||
+		      (opt->takeover < 0 && lsq_uring_offered()));
+
+	return opt->takeover != 0 && !rings;
+}
+
 /* The daemon's side of a takeover (src/daemon/conn_guard.c). */
 struct takeover {
+	bool asked;              /* -o takeover, not the default's */
+	bool wanted;             /* takeover_wanted() */
 	bool on;                 /* the guard may start a new daemon */
 	bool inherited;          /* this daemon took the connection over */
 	bool leaving;            /* handed over: no unmount at the end */
@@ -375,14 +390,17 @@ static void tell_guard_init(const struct lsq_init_record *rec, void *ctx)
 {
 	struct takeover *t = ctx;
 
+	/* asked for, a warning; the default's, a note */
+	enum lsq_log_level level = t->asked ? LSQ_LOG_WARNING : LSQ_LOG_INFO;
+
 	if (!lsq_takeover_kernel_resends(rec)) {
-		lsq_warn("takeover: off (this kernel cannot resend requests; Linux 6.9 or later can)");
+		lsq_log(level, "takeover: off (this kernel cannot resend requests; Linux 6.9 or later can)");
 		return;
 	}
 	if (lsq_conn_guard_send_init(t->guard, rec))
 		atomic_store(&t->m->takeover_ready, true);
 	else
-		lsq_warn("takeover: off (no connection guard: it needs fusectl at /sys/fs/fuse/connections, or root to mount it)");
+		lsq_log(level, "takeover: off (no connection guard: it needs fusectl at /sys/fs/fuse/connections, or root to mount it)");
 }
 
 /* A new daemon on an inherited connection: the INIT the kernel sent the
@@ -501,8 +519,10 @@ static int run_mount(struct lsq_mount_options *opt)
 		lsq_err_log("takeover: the connection handed over does not parse");
 		return 1;
 	}
+	tk.asked = opt->takeover > 0;
+	tk.wanted = takeover_wanted(opt);
 	/* a service's main process must outlive the daemons of a takeover */
-	keeper = lsq_keeper_attach(!tk.inherited && opt->takeover &&
+	keeper = lsq_keeper_attach(!tk.inherited && tk.wanted &&
 				   opt->foreground && lsq_sd_notify_wanted());
 
 	/* libfuse's connection tunables (max_readahead, ...) are not known
@@ -584,11 +604,8 @@ static int run_mount(struct lsq_mount_options *opt)
 			lsq_warn("%s; no metrics after the takeover", why);
 		}
 	}
-	/* a takeover needs /dev/fuse: rings die with the daemon, and what
-	 * they had read with them; io_uring=auto then means off */
-	tk.on = (opt->takeover || tk.inherited) &&
-		(opt->io_uring <= 0 || opt->single_thread);
-	if (opt->takeover && !tk.on)
+	tk.on = tk.wanted || tk.inherited;
+	if (tk.asked && !tk.wanted)
 		lsq_warn("takeover: off (not with io_uring=on)");
 	if (tk.inherited) {
 		if (carry_on(se, &tk) != 0)

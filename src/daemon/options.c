@@ -348,7 +348,8 @@ static const struct mount_option mount_options[] = {
 	{ "takeover", .kind = OPT_SWITCH, FIELD(takeover),
 	  .help = "if the daemon dies, a new one takes over the mount: "
 		  "readers see a pause, not an error (Linux 6.9 or later, "
-		  "not with io_uring; docs/takeover.md)", .dflt = "off" },
+		  "not with io_uring rings; docs/takeover.md)",
+	  .dflt = "on, unless requests come over io_uring rings" },
 	{ "background", "background=off|auto|FRACTION", OPT_CUSTOM,
 	  .parse = parse_background,
 	  .help = "fetch the image (or FRACTION of its bytes) over spare "
@@ -704,6 +705,7 @@ static void set_defaults(struct lsq_mount_options *opt)
 	opt->uid = opt->gid = LSQ_KEEP_OWNER;
 	opt->threads = lsq_default_threads();
 	opt->io_uring = -1;
+	opt->takeover = -1;
 	opt->entry_timeout = LSQ_DEFAULT_TIMEOUT;
 	opt->attr_timeout = LSQ_DEFAULT_TIMEOUT;
 	lsq_image_options_default(&opt->image_opts);
@@ -1125,8 +1127,8 @@ void lsq_mount_options_help(FILE *out)
 "  -o OPT[,OPT...]         mount options (below); may be repeated\n"
 "  --stats MOUNTPOINT      print the counters of a running mount\n"
 "  --status MOUNTPOINT     a summary of a running mount for a person\n"
-"  --takeover MOUNTPOINT   replace the daemon of a -o takeover mount with\n"
-"                          this binary, without unmounting\n"
+"  --takeover MOUNTPOINT   replace the daemon of a mount (takeover on, as by\n"
+"                          default) with this binary, without unmounting\n"
 "  -h, --help              print this help and exit\n"
 "  -V, --version           print the version and compressors and exit\n",
 	      out);

@@ -93,8 +93,9 @@ struct lsq_mount_options {
 	double background;
 	/* -o learn=: with cache_dir, learn what starts read (default on) */
 	bool learn;
-	/* -o takeover: a dead daemon's mount is taken over by a new one */
-	bool takeover;
+	/* -o takeover: a dead daemon's mount is taken over by a new one;
+	 * -1 auto (the default): unless requests come over io_uring rings */
+	int takeover;
 	/* -o verify=: the public keys given (owned), or -1 auto (the keys
 	 * in LSQ_KEYS_DIR, if any), 0 off; -o manifest=PATH (owned) */
 	char *verify_keys[LSQ_MAX_VERIFY_KEYS];

@@ -328,7 +328,7 @@ int lsq_takeover_mount(const char *mountpoint)
 	if (!takeover_state(mountpoint, &pid, &upgrades, &ready))
 		return report_error(mountpoint);
 	if (!ready || !pid) {
-		lsq_err_log("%s: its daemon cannot hand it over (mounted without -o takeover, or on a kernel before Linux 6.9); nothing done",
+		lsq_err_log("%s: its daemon cannot hand it over (takeover is off: takeover=off, io_uring rings, no connection guard, or a kernel before Linux 6.9); nothing done",
 			    mountpoint);
 		return 1;
 	}

@@ -601,7 +601,7 @@ static int init_thread(struct lsq_uring *u, struct ring_thread *t,
 }
 
 /* The fuse module's switch; absent on kernels without FUSE over io_uring. */
-static bool kernel_offers_uring(void)
+bool lsq_uring_offered(void)
 {
 	char c = 'N';
 	FILE *f = fopen("/sys/module/fuse/parameters/enable_uring", "re");
@@ -638,7 +638,7 @@ struct lsq_uring *lsq_uring_start(struct fuse_session *se, unsigned threads,
 	unsigned per_queue, q, i, n;
 	int cpus;
 
-	if (!kernel_offers_uring()) {
+	if (!lsq_uring_offered()) {
 		lsq_log(asked ? LSQ_LOG_INFO : LSQ_LOG_DEBUG,
 			"io_uring: the kernel does not offer FUSE over "
 			"io_uring (Linux 6.14+, /sys/module/fuse/parameters/"
@@ -755,6 +755,11 @@ void lsq_uring_stop(struct lsq_uring *u)
 }
 
 #else /* !LSQ_HAVE_LIBURING */
+
+bool lsq_uring_offered(void)
+{
+	return false;
+}
 
 struct lsq_uring *lsq_uring_start(struct fuse_session *se, unsigned threads,
 				  bool asked)

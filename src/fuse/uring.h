@@ -34,6 +34,10 @@ struct lsq_uring;
 struct lsq_uring *lsq_uring_start(struct fuse_session *se, unsigned threads,
 				  bool asked);
 
+/* Whether lsq_uring_start() would find FUSE over io_uring: this build has
+ * liburing and the kernel offers it (fuse module parameter enable_uring). */
+bool lsq_uring_offered(void);
+
 /* Call once the connection is gone (after fuse_session_unmount()): the
  * kernel then ends every pending fetch and the threads exit. Joins and
  * frees them. NULL is fine. */

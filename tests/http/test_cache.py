@@ -180,7 +180,9 @@ def test_cache_dir_kill9_then_remount(big_origin, big_image, mounts,
     cache_dir reads right bytes, and the cache stays in its budget."""
     origin, size = big_origin
     cache = str(tmp_path / "cache")
-    opts = ["cache_dir=" + cache, "cache_size=64M"]
+    # without takeover, so the daemon stays dead (test_takeover.py kills
+    # with cache_dir and takeover)
+    opts = ["cache_dir=" + cache, "cache_size=64M", "takeover=off"]
     with open(big_image["path"], "rb") as f:
         meta = struct.unpack("<Q", f.read(72)[64:72])[0]
     origin.set_fault("hold", min_offset=size // 2, max_offset=meta)

@@ -225,11 +225,28 @@ def test_kills_verified_image(mounts, small_image, tmp_path):
     kills_under_load(m, small_image["files"], check=verified)
 
 
-def test_off_by_default(mounts, small_image):
-    """Without -o takeover a killed daemon ends the mount as before."""
+def test_on_by_default(mounts, small_image):
+    """Without any option a killed daemon is taken over (takeover=auto:
+    this machine's kernel offers no io_uring rings unless a test switches
+    them on): the mount stays, the next read gets the image's bytes."""
     m = mounts(small_image["path"])
     name = sorted(small_image["files"])[0]
     assert read_fresh(os.path.join(m.mnt, name)) == small_image["files"][name]
+    assert stats(m.mnt)["takeover_ready"] == 1
+    kill_serving(m)
+    assert read_fresh(os.path.join(m.mnt, name)) == small_image["files"][name]
+    st = stats(m.mnt)
+    assert st["takeovers"] == 1 and st["takeovers_crash"] == 1, st
+    stop_taken_over(m)
+
+
+def test_off_when_asked(mounts, small_image):
+    """takeover=off: a killed daemon ends the mount as before takeover
+    existed (ENOTCONN), and nothing is said of takeover."""
+    m = mounts(small_image["path"], ["takeover=off"])
+    name = sorted(small_image["files"])[0]
+    assert read_fresh(os.path.join(m.mnt, name)) == small_image["files"][name]
+    assert stats(m.mnt)["takeover_ready"] == 0
     os.kill(m.proc.pid, signal.SIGKILL)
     m.proc.wait(30)
     r = subprocess.run(["stat", os.path.join(m.mnt, name)],
@@ -354,10 +371,10 @@ def test_live_upgrade_under_load(mounts, small_image, tmp_path):
     stop_taken_over(m)
 
 
-def test_takeover_refused_without_option(mounts, small_image):
-    """--takeover on a mount without -o takeover does nothing and says
+def test_takeover_refused_when_off(mounts, small_image):
+    """--takeover on a mount with takeover=off does nothing and says
     why: the daemon keeps serving."""
-    m = mounts(small_image["path"])
+    m = mounts(small_image["path"], ["takeover=off"])
     pid = serving_pid(m.mnt)
     r = takeover_cmd(daemon(), m.mnt)
     assert r.returncode == 1, r

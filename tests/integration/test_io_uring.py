@@ -125,6 +125,10 @@ def test_ring_threads_answer_as_the_kernel_reads(uring_switch, image,
     want = ring_threads(2) if rings else 0
     assert util.wait_until(lambda: stats(fuse.mnt)["fuse_ring_threads"] ==
                            want, 5), stats(fuse.mnt)
+    # takeover (on by default) gives way to the rings the kernel offers;
+    # without them it is on (this kernel resends: Linux 6.9+)
+    assert stats(fuse.mnt)["takeover_ready"] == (0 if rings else 1), \
+        stats(fuse.mnt)
     before = stats(fuse.mnt)
     files = compare_with_kernel(kernel.mnt, fuse.mnt)
     odirect_compare(kernel.mnt, fuse.mnt, files)

@@ -476,14 +476,15 @@ def test_takeover_service(container, image, nginx):
 
 
 def test_reload_without_takeover(container, image, nginx):
-    """A reload of a unit without OPTIONS=takeover fails with one line and
-    leaves the mount served by the same daemon."""
+    """A reload of a unit with OPTIONS=takeover=off fails with one line
+    and leaves the mount served by the same daemon."""
     c = container
     mnt = "/srv/svc-notk"
     unit = "sqfs-lazy-mount@notk.service"
     c.run("mkdir", "-p", "/etc/sqfs-lazy")
-    c.write("/etc/sqfs-lazy/notk.conf", "IMAGE=%s\nMOUNTPOINT=%s\n" % (
-        nginx.url(image[0]), mnt))
+    c.write("/etc/sqfs-lazy/notk.conf",
+            "IMAGE=%s\nMOUNTPOINT=%s\nOPTIONS=takeover=off\n" % (
+                nginx.url(image[0]), mnt))
     c.run("systemctl", "start", unit, timeout=120)
     try:
         before = service_stats(c, mnt)["daemon_pid"]

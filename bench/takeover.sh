@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# How long readers pause when the daemon of a -o takeover mount is killed
+# How long readers pause when the daemon of a takeover mount is killed
 # or upgraded (issue 33), in one run: 8 readers read a mount in a loop,
 # each read timed and checked against the source tree, while the serving
 # daemon is killed (kill -9) and upgraded (`COPY --takeover MNT`, from a
@@ -16,7 +16,7 @@
 #                      takeover (2.3; a daemon dying within 2 s of taking
 #                      over counts towards a crash loop)
 #   --readers N        reader threads (8)
-#   --plain-seconds S  the same readers on a mount without -o takeover
+#   --plain-seconds S  the same readers on a mount with takeover=off
 #                      (30; 0: no such phase)
 #   --quick            3 kills, 1 upgrade, --rtts 20, --plain-seconds 10
 #                      (options given too take precedence)
@@ -27,7 +27,7 @@
 # Per row: mount with -o takeover; 2 s of reads; the takeovers, each
 # --settle s after the previous new daemon serves; then a baseline as long
 # as the takeovers took, same mount and readers, no takeover; unmount;
-# then a mount without -o takeover for --plain-seconds. The pause of a
+# then a mount with takeover=off for --plain-seconds. The pause of a
 # takeover is the longest read in flight across it. Targets: max pause
 # <= 1 s locally, <= 1 s + 2 round trips over HTTP; no read error, no
 # wrong byte. A read in flight for 10 s, or a takeover not done in 20 s,
@@ -286,7 +286,7 @@ for row in "${row_list[@]}"; do
 	mount_stop
 	if [ "$plain_s" != 0 ]; then
 		log "$row: plain mount, $plain_s s of reads"
-		if mount_start "$run/raw/$row.plain.daemon.log" "$src"; then
+		if mount_start "$run/raw/$row.plain.daemon.log" "$src" -o takeover=off; then
 			drive "$row" plain --seconds "$plain_s" ||
 				log "$row: the plain mount's readers did not finish well (checks.tsv)"
 		else

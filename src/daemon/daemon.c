@@ -390,8 +390,10 @@ static void tell_guard_init(const struct lsq_init_record *rec, void *ctx)
 {
 	struct takeover *t = ctx;
 
-	/* asked for, a warning; the default's, a note */
-	enum lsq_log_level level = t->asked ? LSQ_LOG_WARNING : LSQ_LOG_INFO;
+	/* asked for, a warning; the default's is quiet (--stats says
+	 * takeover_ready 0): an unprivileged mount or an old kernel is no
+	 * problem to report on every mount */
+	enum lsq_log_level level = t->asked ? LSQ_LOG_WARNING : LSQ_LOG_DEBUG;
 
 	if (!lsq_takeover_kernel_resends(rec)) {
 		lsq_log(level, "takeover: off (this kernel cannot resend requests; Linux 6.9 or later can)");

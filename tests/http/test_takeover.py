@@ -276,6 +276,17 @@ def test_kernel_without_resend(mounts, small_image):
     m.proc = None
 
 
+def test_default_quiet_without_resend(mounts, small_image):
+    """The default on a kernel before 6.9: no takeover (takeover_ready 0),
+    and not a line about it: only -o takeover asks for one."""
+    env = dict(os.environ, LSQ_TEST_KERNEL_NO_RESEND="1")
+    m = mounts(small_image["path"], env=env)
+    name = sorted(small_image["files"])[0]
+    assert read_fresh(os.path.join(m.mnt, name)) == small_image["files"][name]
+    assert stats(m.mnt)["takeover_ready"] == 0
+    assert "takeover" not in m.log(), m.log()
+
+
 def test_new_daemon_cannot_come_up(mounts, small_image, tmp_path):
     """The image is gone when the daemon dies: three new daemons fail to
     open it, then the connection is aborted with one line; readers get

@@ -704,7 +704,7 @@ def report(run):
                 "max", "errors", "wrong reads (bytes)"]]
     labels = {"takeovers": "during the takeovers",
               "baseline": "baseline: no takeover, same mount, as long",
-              "plain": "plain mount (no -o takeover)",
+              "plain": "plain mount (takeover=off)",
               "warmup": "warm-up"}
     for row in rows:
         first = True

@@ -377,7 +377,6 @@ static bool takeover_wanted(const struct lsq_mount_options *opt)
 /* The daemon's side of a takeover (src/daemon/conn_guard.c). */
 struct takeover {
 	bool asked;              /* -o takeover, not the default's */
-	bool wanted;             /* takeover_wanted() */
 	bool on;                 /* the guard may start a new daemon */
 	bool inherited;          /* this daemon took the connection over */
 	bool leaving;            /* handed over: no unmount at the end */
@@ -501,7 +500,7 @@ static int run_mount(struct lsq_mount_options *opt)
 	struct lsq_uring *uring = NULL;
 	struct lsq_conn_guard guard = { .pid = 0 };
 	struct takeover tk = { .guard = &guard, .m = &m };
-	bool inherit_err = false;
+	bool inherit_err = false, wanted;
 	int keeper;
 	struct fuse_session *se;
 	struct stat below;
@@ -522,9 +521,9 @@ static int run_mount(struct lsq_mount_options *opt)
 		return 1;
 	}
 	tk.asked = opt->takeover > 0;
-	tk.wanted = takeover_wanted(opt);
+	wanted = takeover_wanted(opt);
 	/* a service's main process must outlive the daemons of a takeover */
-	keeper = lsq_keeper_attach(!tk.inherited && tk.wanted &&
+	keeper = lsq_keeper_attach(!tk.inherited && wanted &&
 				   opt->foreground && lsq_sd_notify_wanted());
 
 	/* libfuse's connection tunables (max_readahead, ...) are not known
@@ -606,8 +605,8 @@ static int run_mount(struct lsq_mount_options *opt)
 			lsq_warn("%s; no metrics after the takeover", why);
 		}
 	}
-	tk.on = tk.wanted || tk.inherited;
-	if (tk.asked && !tk.wanted)
+	tk.on = wanted || tk.inherited;
+	if (tk.asked && !wanted)
 		lsq_warn("takeover: off (not with io_uring=on)");
 	if (tk.inherited) {
 		if (carry_on(se, &tk) != 0)

@@ -285,10 +285,11 @@ void lsq_http_engine_stop(struct http_source *hs);
 /* Bytes readahead chunks may hold: ra_limit, more over a long round trip
  * (LSQ_HTTP_RA_LONG_MAX at most). */
 uint64_t lsq_http_ra_limit(struct http_source *hs);
-/* A transfer received bytes or ended (no lock held; call only while
- * pace_waiting): wake a prefetch worker for the paced stream once what
- * is still to arrive fell below what pacing keeps in flight. */
-void lsq_http_pace_check(struct http_source *hs);
+/* n bytes a paced transfer was owed are no longer to arrive: received,
+ * or given up at its end (no lock held). Wakes a prefetch worker for the
+ * paced stream once what is still to arrive fell below what pacing keeps
+ * in flight. */
+void lsq_http_pace_arrived(struct http_source *hs, uint64_t n);
 
 /* ---- http_chunks.c: head, readahead and window memory ---- */
 

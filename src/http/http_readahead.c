@@ -187,33 +187,25 @@ static void reach_further(struct http_source *hs, struct stream *s)
 		s->ahead = lsq_http_ra_limit(hs) / 2;
 }
 
-static uint64_t still_to_arrive(struct http_source *hs)
-{
-	return atomic_load(&hs->to_arrive);
-}
-
-/* What pacing keeps in flight over a long round trip: a bandwidth-delay
- * product. The next window goes out when less than that is still to
- * arrive, so it starts arriving as the last bytes before it do, and the
- * link never idles a round trip between waves of windows (windows sent
- * together share the link and end together). 0 on a short round trip:
- * no pacing, the workers alone bound what is in flight. */
-static uint64_t pace_target(struct http_source *hs)
-{
-	return lsq_latency_window_bdp(&hs->win);
-}
-
-/* Whether the next window waits: pacing is on and enough is coming. */
+/* Whether the next window waits: what pacing keeps in flight over a long
+ * round trip is a bandwidth-delay product. The next window goes out when
+ * less than that is still to arrive, so it starts arriving as the last
+ * bytes before it do, and the link never idles a round trip between
+ * waves of windows (windows sent together share the link and end
+ * together). On a short round trip (no product) there is no pacing: the
+ * workers alone bound what is in flight. */
 static bool enough_in_flight(struct http_source *hs)
 {
-	uint64_t target = pace_target(hs);
+	uint64_t target = lsq_latency_window_bdp(&hs->win);
 
-	return target && still_to_arrive(hs) >= target;
+	return target && atomic_load(&hs->to_arrive) >= target;
 }
 
-void lsq_http_pace_check(struct http_source *hs)
+void lsq_http_pace_arrived(struct http_source *hs, uint64_t n)
 {
-	if (enough_in_flight(hs))
+	atomic_fetch_sub(&hs->to_arrive, n);
+	if (!atomic_load_explicit(&hs->pace_waiting, memory_order_relaxed) ||
+	    enough_in_flight(hs))
 		return;
 	if (!atomic_exchange(&hs->pace_waiting, false))
 		return;

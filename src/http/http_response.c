@@ -344,12 +344,8 @@ size_t lsq_http_on_body(char *data, size_t size, size_t nmemb, void *user)
 	x->got += n;
 	atomic_fetch_add_explicit(&x->hs->bytes_fetched, n,
 				  memory_order_relaxed);
-	if (x->paced) {
-		atomic_fetch_sub(&x->hs->to_arrive, n);
-		if (atomic_load_explicit(&x->hs->pace_waiting,
-					 memory_order_relaxed))
-			lsq_http_pace_check(x->hs);
-	}
+	if (x->paced)
+		lsq_http_pace_arrived(x->hs, n);
 	return n;
 }
 

@@ -550,12 +550,8 @@ void lsq_http_transfer(struct xfer *x, const struct curl_slist *headers)
 	rc = atomic_load(&hs->engine_on) ? lsq_http_engine_perform(hs, h)
 					 : curl_easy_perform(h->curl);
 	atomic_fetch_sub_explicit(&hs->in_flight, 1, memory_order_relaxed);
-	if (x->paced) {
-		atomic_fetch_sub(&hs->to_arrive, x->want - x->got);
-		if (atomic_load_explicit(&hs->pace_waiting,
-					 memory_order_relaxed))
-			lsq_http_pace_check(hs);  /* it may have ended short */
-	}
+	if (x->paced)  /* what it did not give, if it ended short */
+		lsq_http_pace_arrived(hs, x->want - x->got);
 	if (x->probe)  /* only the probe's answer decides on the engine */
 		x->multiplexed = answered_multiplexed(h->curl);
 	if (x->warmup_over)

@@ -6,7 +6,7 @@
 # --rate-mbit. See bench/README.md ("Startup").
 #
 # usage: bench/startup.sh [options]
-#   --workloads LIST  python,gcc,grep,find,java (default: all;
+#   --workloads LIST  python,gcc,grep,find,java,node,sqlite (default: all;
 #                     bench/startup_workloads.sh)
 #   --rtts LIST       round trips in ms (default 0,20,50; 0 = nginx directly)
 #   --repeat N        runs per row and round trip; medians reported (3)
@@ -141,7 +141,10 @@ prepare() {  # W
 		log "$w: the next version (5% of the files changed)"
 		rm -rf "$d/tree2"
 		cp -al "$d/tree" "$d/tree2"
-		[ ! -e "$d/tree.entries" ] || cp "$d/tree.entries" "$d/tree2.entries"
+		# what a workload checks its run against (tree.entries, ...)
+		for f in "$d"/tree.*; do
+			case $f in *.stamp) ;; *) cp "$f" "$d/tree2.${f##*/tree.}" ;; esac
+		done
 		python3 "$here/startup_nextver.py" mutate "$d/tree2" "$d/changed.list" >&2
 		squash "$d/tree2" "$www/$w-v2.sqfs"
 		python3 "$here/startup_nextver.py" changed "$www/$w.sqfs" "$www/$w-v2.sqfs" >"$d/changed.json"
@@ -232,17 +235,17 @@ kernel_start() {  # ROW IMAGE REP
 run_workload() {  # W
 	wl=$1
 	local img=$wl.sqfs d=$work/$1 r rep t0 t1 secs mark
-	WL_FIND_ENTRIES=$d/tree.entries
+	WL_TREE=$d/tree
 	if has_row kernel; then
 		for rep in $(seq "$repeat"); do
 			kernel_start kernel "$img" "$rep"
 		done
 		if has_row nextver; then
-			WL_FIND_ENTRIES=$d/tree2.entries
+			WL_TREE=$d/tree2
 			for rep in $(seq "$repeat"); do
 				kernel_start kernel_next "$wl-v2.sqfs" "$rep"
 			done
-			WL_FIND_ENTRIES=$d/tree.entries
+			WL_TREE=$d/tree
 		fi
 	fi
 	if has_row curl; then
@@ -282,14 +285,14 @@ run_workload() {  # W
 				rm -rf "$cache"; mkdir -p "$cache"
 				publish "$img" "$wl-next.sqfs"
 				drop_caches
-				WL_FIND_ENTRIES=$d/tree.entries
+				WL_TREE=$d/tree
 				# the same URL as the timed mount: a learned profile
 				# (cache_dir/profiles) is kept per URL
 				if "$mount_bin" -o "cache_dir=$cache" "${lazy_args[@]}" "$(url_for "$r" "$wl-next.sqfs")" "$mnt" \
 					2>>"$run/raw/daemon.log" && workload "$mnt" 2>>"$run/raw/workload.log"; then
 					unmount_one "$mnt"
 					publish "$wl-v2.sqfs" "$wl-next.sqfs"
-					WL_FIND_ENTRIES=$d/tree2.entries
+					WL_TREE=$d/tree2
 					lazy_start nextver "$r" "$rep" "$wl-next.sqfs" -o "cache_dir=$cache"
 				else
 					unmount_one "$mnt"
@@ -298,7 +301,7 @@ run_workload() {  # W
 				fi
 			done
 		done
-		WL_FIND_ENTRIES=$d/tree.entries
+		WL_TREE=$d/tree
 		rm -rf "$cache" "$www/$wl-next.sqfs"
 	fi
 	local profile=$d/start.prof

@@ -10,7 +10,7 @@
 # Trees are rootfs-like (usr/..., with bin, lib, lib64 -> usr/...) so that
 # a workload can chroot into the mount.
 
-WL_ALL=python,gcc,grep,find,java
+WL_ALL=python,gcc,grep,find,java,node,sqlite
 
 # Packages the workloads need (installed by wl_setup when missing).
 WL_PACKAGES="python3.11 g++ binutils libc6-dev libstdc++-12-dev perl findutils grep util-linux coreutils squashfs-tools curl nginx"
@@ -188,7 +188,7 @@ wl_find_tree() {
 }
 wl_find_run() {
 	local n want
-	want=$(cat "$WL_FIND_ENTRIES")
+	want=$(cat "$WL_TREE.entries")
 	n=$(find "$1" -printf '%s %p\n' | wc -l)
 	[ "$n" = "$want" ] || { echo "find: $n entries, expected $want" >&2; return 1; }
 }
@@ -238,4 +238,74 @@ wl_java_run() {
 		chroot "$1" "$2"/bin/javac -d /tmp /src/Hello.java &&
 		chroot "$1" "$2"/bin/java -cp /tmp Hello' sh "$1" "$WL_JAVA_HOME") &&
 		[ "$out" = "hello 7" ]
+}
+
+# ------------------------------------------------------------ node
+# A Node.js image: the node binary (about 100 MB, faulted in as it runs),
+# npm's module tree and the libraries node loads, with /usr/share/locale as
+# filler. The start: chroot into the mount and run npm's help (about 120
+# small modules, required one after the other).
+WL_NODE_BIN=$(command -v node 2>/dev/null || true)
+wl_node_desc() { echo "chroot MNT node npm-cli.js help (a 100 MB binary in pieces, then ~120 small modules, one after the other)"; }
+wl_node_stamp() {
+	echo "node $(stat -c %s "$WL_NODE_BIN" 2>/dev/null) $(wl_du /usr/lib/node_modules /usr/share/locale)"
+}
+wl_node_tree() {
+	local lib
+	[ -x "$WL_NODE_BIN" ] || { echo "node: no node binary on this machine" >&2; return 1; }
+	wl_rootfs "$1"
+	mkdir -p "$1/proc"
+	wl_copy "$1" "$WL_NODE_BIN" /lib64/ld-linux-x86-64.so.2 /usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2
+	[ "$WL_NODE_BIN" = /usr/bin/node ] || cp -a "$WL_NODE_BIN" "$1/usr/bin/node"
+	for lib in $(ldd "$WL_NODE_BIN" | awk '/=>/ {print $3}' | sort -u); do
+		wl_copy "$1" "$lib" "$(readlink -f "$lib")"
+	done
+	wl_copy_tree "$1" /usr/lib/node_modules /usr/share/locale
+}
+wl_node_run() {
+	local out
+	out=$(unshare -m --propagation private sh -c 'mount -t proc proc "$1/proc" &&
+		mount -t tmpfs -o size=64m tmpfs "$1/tmp" &&
+		HOME=/tmp chroot "$1" /usr/bin/node /usr/lib/node_modules/npm/bin/npm-cli.js help' sh "$1") &&
+		case $out in *"npm <command>"*) ;; *) return 1 ;; esac
+}
+
+# ------------------------------------------------------------ sqlite
+# A dataset image: one SQLite database of about 250 MB (2 million rows of
+# 100 bytes behind an integer key). The start: 300 point lookups at
+# random keys (fixed seed) with the host's sqlite3, opened read-only and
+# immutable: each lookup walks the B-tree, so reads are 4 KiB pages at
+# random offsets, each one waiting for the one before.
+WL_SQLITE_ROWS=2000000
+wl_sqlite_desc() { echo "sqlite3 MNT/data.db: 300 point lookups at random keys (4 KiB pages at random offsets, one after the other)"; }
+wl_sqlite_stamp() { echo "sqlite $WL_SQLITE_ROWS 1"; }
+wl_sqlite_tree() {
+	mkdir -p "$1"
+	python3 - "$1/data.db" "$WL_SQLITE_ROWS" <<'PY'
+import random, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.execute("pragma page_size = 4096")
+db.execute("pragma journal_mode = off")
+db.execute("create table t (k integer primary key, v blob)")
+rnd = random.Random(1)
+n = int(sys.argv[2])
+db.executemany("insert into t values (?, ?)",
+               ((k, rnd.randbytes(100)) for k in range(n)))
+db.commit()
+db.close()
+PY
+	# what the lookups must return (the tree of a next version, a hard-
+	# linked copy, keeps data.db: bench/startup_nextver.py leaves it alone)
+	sqlite3 -readonly "$1/data.db" "$(wl_sqlite_query)" | md5sum >"$1.expected"
+}
+wl_sqlite_query() {
+	# the same 300 keys every run, spread over the whole table, one
+	# statement each (an IN list would be walked in key order)
+	awk -v n="$WL_SQLITE_ROWS" 'BEGIN { srand(7)
+		for (i = 0; i < 300; i++) printf "select hex(substr(v, 1, 8)) from t where k = %d;\n", int(rand() * n) }'
+}
+wl_sqlite_run() {
+	local sum
+	sum=$(sqlite3 "file:$1/data.db?immutable=1" "$(wl_sqlite_query)" | md5sum) &&
+		[ "$sum" = "$(cat "$WL_TREE.expected")" ]
 }

@@ -77,6 +77,8 @@ static const struct {
 	T(http_window_hits),
 	G(http_link_bytes_per_second),
 	T(http_paced),
+	T(http_readahead_bets),
+	T(http_readahead_bets_lost),
 	G(http_buffer_bytes),
 	T(http_url_renewals),
 	T(http_url_failures),

@@ -35,6 +35,7 @@
 #define LSQ_HTTP_RA_START (128u * 1024u)  /* first readahead window */
 #define LSQ_HTTP_STREAMS 8             /* sequential streams tracked */
 #define LSQ_HTTP_RA_SLACK (512u * 1024u) /* reordering a stream tolerates */
+#define LSQ_HTTP_EARLY_READS 8u        /* reads elsewhere that lose a bet */
 #define LSQ_HTTP_MAX_PREFETCH 4        /* prefetch workers at most */
 /* A body that lasted this long times the link (all transfers' bytes) */
 #define LSQ_HTTP_LINK_TIMED_NS (10u * 1000u * 1000u)
@@ -99,6 +100,10 @@ struct stream {
 	uint64_t limit;      /* no reading ahead from here on: the end of
 			      * the file the reader is in, from the image's
 			      * run-end hint; UINT64_MAX when not known */
+	bool early;          /* confirmed by a miss alone, no read yet
+			      * (lsq_http_stream_early): a bet */
+	uint64_t early_at;   /* the source's read clock when it was made */
+	uint64_t early_ahead; /* the reach it gets once a read pays it */
 };
 
 struct http_source {
@@ -190,6 +195,7 @@ struct http_source {
 	 * paced transfers running now (xfer.paced) have still to receive */
 	atomic_uint_least64_t to_arrive;
 	atomic_uint_least64_t paced;  /* times it held a window back */
+	atomic_uint_least64_t bets, bets_lost;  /* early streams, and lost */
 };
 
 /* One transfer: what was asked, the current response's headers, and the

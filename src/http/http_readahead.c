@@ -64,6 +64,45 @@ static void stream_start_window(struct http_source *hs, struct stream *s)
 				   ? 2 * bdp : lsq_http_ra_limit(hs) / 2;
 }
 
+/* Readahead did not pay: this stream, and every stream started after,
+ * must show a longer run of exact reads to be confirmed (hs->mu held). */
+static void demote(struct http_source *hs, struct stream *s)
+{
+	hs->need_run = hs->need_run ? 2 * hs->need_run
+				    : LSQ_HTTP_RA_START * 8;
+	if (hs->need_run > LSQ_HTTP_RA_JUDGE)
+		hs->need_run = LSQ_HTTP_RA_JUDGE;
+	s->confirmed = false;
+	s->early = false;
+	s->run = 0;
+	s->need_run = hs->need_run;
+	s->spec_bytes = s->spec_used = 0;
+	stream_start_window(hs, s);
+}
+
+/* An early stream is a bet that a miss into a long file starts a
+ * sequential read of it. A read that extends it pays it, and it gets its
+ * full reach; LSQ_HTTP_EARLY_READS reads elsewhere first lose it. A lost
+ * bet demotes readahead, which ends early streams until a stream pays
+ * again: a reader that jumps about a large file (a database, a dataset)
+ * would otherwise pay a window and a reach for every miss, each one a new
+ * stream that no judgement of its own ever reaches (hs->mu held). */
+static void lose_bet(struct http_source *hs, struct stream *s)
+{
+	demote(hs, s);
+	atomic_fetch_add_explicit(&hs->bets_lost, 1, memory_order_relaxed);
+}
+
+static void judge_early_bets(struct http_source *hs)
+{
+	for (unsigned i = 0; i < LSQ_HTTP_STREAMS; i++) {
+		struct stream *s = &hs->streams[i];
+
+		if (s->early && hs->clock - s->early_at > LSQ_HTTP_EARLY_READS)
+			lose_bet(hs, s);
+	}
+}
+
 /* Sequential detection (hs->mu held): the stream this read belongs to, or
  * NULL when it starts a new one (which replaces the least recently used).
  * A read within LSQ_HTTP_RA_SLACK of a stream's end belongs to it: the
@@ -80,12 +119,18 @@ static struct stream *stream_advance(struct http_source *hs, uint64_t off,
 
 	hs->clock++;
 	*exact = false;
+	judge_early_bets(hs);
 	for (unsigned i = 0; i < LSQ_HTTP_STREAMS; i++) {
 		struct stream *s = &hs->streams[i];
 
 		if (s->stamp && off + LSQ_HTTP_RA_SLACK >= s->end &&
 		    off <= s->end + LSQ_HTTP_RA_SLACK) {
 			*exact = off == s->end;
+			if (s->early && off + len > s->end) {
+				s->early = false;  /* the bet paid */
+				if (s->ahead < s->early_ahead)
+					s->ahead = s->early_ahead;
+			}
 			if (*exact)
 				s->run += len;
 			else if (off > s->end)
@@ -101,11 +146,15 @@ static struct stream *stream_advance(struct http_source *hs, uint64_t off,
 		if (s->stamp < oldest->stamp)
 			oldest = s;
 	}
+	/* a stream replaced before a read paid its bet lost it */
+	if (oldest->early)
+		lose_bet(hs, oldest);
 	oldest->end = off + len;
 	oldest->fetched_to = off + len;
 	oldest->stamp = hs->clock;
 	stream_start_window(hs, oldest);
 	oldest->confirmed = false;
+	oldest->early = false;
 	oldest->run = 0;
 	oldest->need_run = hs->need_run;
 	oldest->spec_bytes = oldest->spec_used = 0;
@@ -137,14 +186,7 @@ static bool worth_reading_ahead(struct http_source *hs, struct stream *s)
 		hs->need_run /= 2;
 		return true;
 	}
-	hs->need_run = hs->need_run ? 2 * hs->need_run
-				    : LSQ_HTTP_RA_START * 8;
-	if (hs->need_run > LSQ_HTTP_RA_JUDGE)
-		hs->need_run = LSQ_HTTP_RA_JUDGE;
-	s->confirmed = false;
-	s->run = 0;
-	s->need_run = hs->need_run;
-	stream_start_window(hs, s);
+	demote(hs, s);
 	return false;
 }
 
@@ -439,22 +481,36 @@ struct chunk *lsq_http_readahead_miss(struct http_source *hs,
 void lsq_http_stream_early(struct http_source *hs, uint64_t offset,
 			   size_t len, uint64_t window_end, uint64_t run_end)
 {
+	struct stream *s = NULL;
+	bool other_bets = false;
+
 	if (hs->need_run)
 		return;
 	for (unsigned i = 0; i < LSQ_HTTP_STREAMS; i++) {
-		struct stream *s = &hs->streams[i];
+		struct stream *t = &hs->streams[i];
 
-		if (s->stamp != hs->clock || s->end != offset + len ||
-		    s->confirmed)
-			continue;
-		s->confirmed = true;
-		s->limit = run_end;
-		if (s->fetched_to < window_end)
-			s->fetched_to = window_end;
-		if (start_prefetchers(hs))
-			schedule_ahead(hs, s);
-		return;
+		other_bets = other_bets || t->early;
+		if (t->stamp == hs->clock && t->end == offset + len &&
+		    !t->confirmed)
+			s = t;
 	}
+	if (!s)
+		return;
+	s->confirmed = true;
+	s->limit = run_end;
+	if (s->fetched_to < window_end)
+		s->fetched_to = window_end;
+	/* a bet beside another one not yet judged (a reader that jumps
+	 * about makes one per miss) reaches one window past the miss's
+	 * until a read pays it */
+	s->early = true;
+	s->early_at = hs->clock;
+	s->early_ahead = s->ahead;
+	atomic_fetch_add_explicit(&hs->bets, 1, memory_order_relaxed);
+	if (other_bets)
+		s->ahead = window_end - s->end + s->window;
+	if (start_prefetchers(hs))
+		schedule_ahead(hs, s);
 }
 
 /* Stop the prefetchers: queued jobs are dropped, running ones end

@@ -330,6 +330,10 @@ static void http_counters(const struct lsq_source *src, lsq_counter_fn fn,
 	fn(ctx, "http_link_bytes_per_second",
 	   lsq_latency_window_rate(&hs->win), LSQ_COUNTER_GAUGE);
 	fn(ctx, "http_paced", atomic_load(&hs->paced), LSQ_COUNTER_TOTAL);
+	fn(ctx, "http_readahead_bets", atomic_load(&hs->bets),
+	   LSQ_COUNTER_TOTAL);
+	fn(ctx, "http_readahead_bets_lost", atomic_load(&hs->bets_lost),
+	   LSQ_COUNTER_TOTAL);
 	/* counters only read the lock's state; the source is not changed */
 	pthread_mutex_lock((pthread_mutex_t *)&hs->mu);
 	held = hs->ra_bytes + hs->win_bytes;

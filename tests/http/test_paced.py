@@ -5,6 +5,7 @@ transfers that share it, the readahead's windows are paced by what is
 still to arrive, and every byte is the file's (docs/http-source.md)."""
 
 import os
+import random
 import subprocess
 import sys
 
@@ -73,3 +74,36 @@ def test_paced_readahead_over_capped_link(capped_link, big_image, mounts):
     # understated was seen at 1 Gbit/s and 50 ms, bench/startup.sh.)
     assert 0.7 * LINK_BYTES_PER_S <= rate <= 2 * LINK_BYTES_PER_S, st
     assert st["http_paced"] > 0, st
+
+
+def test_random_reads_in_a_large_file_fetch_little_ahead(capped_link,
+                                                         big_image, mounts):
+    """A reader that jumps about a large file (a database's lookups): a
+    miss into the file looks like the start of a sequential read of it,
+    and readahead bets on that (http_readahead_bets). A bet that no read
+    pays is lost, and a lost bet ends the bets until a stream pays again:
+    48 random 4 KiB reads make a few, not one per miss, and fetch about a
+    third of what they did when every miss bet (131 MiB here; now about
+    the latency windows' 24 MiB and a few MiB of bets). Every byte is the
+    file's."""
+    m = mounts(capped_link + "/img.sqfs", ["background=off"])
+    size = os.path.getsize(os.path.join(big_image["tree"], "large.bin"))
+    rng = random.Random(5)
+    offsets = [rng.randrange(0, size - 4096) & ~4095 for _ in range(48)]
+    fd = os.open(os.path.join(m.mnt, "large.bin"), os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        with open(os.path.join(big_image["tree"], "large.bin"), "rb") as want:
+            for off in offsets:
+                want.seek(off)
+                assert os.pread(fd, 4096, off) == want.read(4096), off
+    finally:
+        os.close(fd)
+    st = stats(m.mnt)
+    brief = {k: v for k, v in st.items() if k.startswith("http_")}
+    assert st["http_rtt_us"] >= 15000, brief
+    # bets go out until the first is lost: its 8 reads elsewhere
+    # (LSQ_HTTP_EARLY_READS), or 8 newer streams replacing it
+    assert 1 <= st["http_readahead_bets_lost"], brief
+    assert st["http_readahead_bets"] <= 10, brief
+    assert st["http_readahead_bytes"] <= 48 * MiB, brief

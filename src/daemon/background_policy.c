@@ -21,9 +21,16 @@ void lsq_background_policy_start(const struct lsq_mount_options *opt,
 		return;
 	want = (uint64_t)(fraction *
 			  (double)lsq_image_info(img)->bytes_used);
-	/* cache_dir keeps the whole image for later mounts; without it,
-	 * half the RAM cache leaves the other half to what readers fetch */
-	room = co.dir ? co.dir_bytes : co.block_cache_bytes / 2;
+	/* cache_dir keeps the whole image for later mounts. Without it,
+	 * an image that fits in the RAM cache (with an eighth to spare
+	 * for shards that fill unevenly) is fetched whole: the blocks
+	 * readers fetch are its own, so nothing of theirs is evicted, and
+	 * a reader that jumps about (a database, a dataset) finds every
+	 * block in memory once it is in. A larger one gets half the
+	 * cache, leaving the other half to what readers fetch. */
+	room = co.dir ? co.dir_bytes
+		      : want <= co.block_cache_bytes / 8 * 7
+			? want : co.block_cache_bytes / 2;
 	if (room == 0) {
 		lsq_info("background fetch: off (no block_cache or cache_dir to keep it in)");
 		return;

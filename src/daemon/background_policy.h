@@ -10,8 +10,9 @@
 #include "lsq/image.h"
 
 /* Start the background fetch of img as opt says: by default for URLs
- * only, all of the image, bounded by cache_dir's cache_size or else half
- * of block_cache; nothing where neither keeps bytes. Logs one line why
+ * only, all of the image, bounded by cache_dir's cache_size, else the
+ * whole image where it fits in block_cache, else half of block_cache;
+ * nothing where neither keeps bytes. Logs one line why
  * not where it cannot start. */
 void lsq_background_policy_start(const struct lsq_mount_options *opt,
 				 struct lsq_image *img);

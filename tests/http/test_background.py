@@ -267,6 +267,22 @@ def test_whole_image_into_ram(bg_nginx, bg_image, kernel, mounts):
     assert after["background_hit_bytes"] > 0, after
 
 
+def test_whole_image_that_fits_block_cache(bg_nginx, bg_image, kernel,
+                                           mounts):
+    """Without cache_dir, an image that fits in seven eighths of
+    block_cache but not in half of it is fetched whole (its blocks are
+    what readers fetch anyway: a database's lookups then find every block
+    in memory); before, half of block_cache bounded it."""
+    cache = -(-bg_image["bytes_used"] * 6 // 5 // MiB) * MiB
+    assert bg_image["bytes_used"] > cache // 2, cache
+    m = mounts(bg_nginx.url(NAME), ["background=1", "block_cache=%d" % cache])
+    st = wait_done(m.mnt)
+    check_whole_image(st, bg_image)
+    before = st["http_requests"]
+    same_as_kernel(m.mnt, kernel)
+    assert stats(m.mnt)["http_requests"] == before, st
+
+
 def test_whole_image_into_cache_dir(bg_nginx, bg_image, kernel, mounts,
                                     tmp_path):
     """background=1 with cache_dir: every unit on disk; reads cost no

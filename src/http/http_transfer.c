@@ -225,6 +225,7 @@ static void sample_timing(struct http_source *hs, CURL *curl,
 {
 	curl_off_t pre = 0, first = 0, total = 0;
 	uint64_t body_ns, bytes = x->got;
+	bool link;
 
 	if (curl_easy_getinfo(curl, CURLINFO_PRETRANSFER_TIME_T, &pre) ||
 	    curl_easy_getinfo(curl, CURLINFO_STARTTRANSFER_TIME_T, &first) ||
@@ -232,12 +233,13 @@ static void sample_timing(struct http_source *hs, CURL *curl,
 	    first < pre || total < first)
 		return;
 	body_ns = (uint64_t)(total - first) * 1000u;
-	if (body_ns >= LSQ_HTTP_LINK_TIMED_NS)
+	link = body_ns >= LSQ_HTTP_LINK_TIMED_NS;
+	if (link)
 		bytes = atomic_load_explicit(&hs->bytes_fetched,
 					     memory_order_relaxed) -
 			x->link_bytes_at_body;
 	lsq_latency_window_sample(&hs->win, (uint64_t)(first - pre) * 1000u,
-				  bytes, body_ns);
+				  bytes, body_ns, link);
 }
 
 /* Read the credentials of generation gen again and take them if they

@@ -55,7 +55,7 @@ static void store_max(atomic_uint_least64_t *a, uint64_t v)
 }
 
 void lsq_latency_window_sample(struct lsq_latency_window *w, uint64_t rtt_ns,
-			       uint64_t bytes, uint64_t body_ns)
+			       uint64_t bytes, uint64_t body_ns, bool link)
 {
 	unsigned n;
 
@@ -71,26 +71,39 @@ void lsq_latency_window_sample(struct lsq_latency_window *w, uint64_t rtt_ns,
 			;
 	}
 	if (bytes >= MIN_TIMED_BODY && body_ns)
-		store_max(&w->epoch_bps, bytes * 1000000000u / body_ns);
+		store_max(link ? &w->epoch_link_bps : &w->epoch_bps,
+			  bytes * 1000000000u / body_ns);
 	n = atomic_fetch_add_explicit(&w->samples, 1, R) + 1;
 	if (n % EPOCH == 0) {
 		uint64_t r = atomic_exchange_explicit(&w->epoch_rtt_ns,
 						      UINT64_MAX, R);
 		uint64_t b = atomic_exchange_explicit(&w->epoch_bps, 0, R);
+		uint64_t l = atomic_exchange_explicit(&w->epoch_link_bps, 0,
+						      R);
 
 		if (r != UINT64_MAX)
 			atomic_store_explicit(&w->rtt_ns, r, R);
-		if (b)
+		/* an epoch of short bodies alone does not replace a
+		 * link-timed figure */
+		if (l) {
+			atomic_store_explicit(&w->bps, l, R);
+			atomic_store_explicit(&w->bps_link, true, R);
+		} else if (b && !atomic_load_explicit(&w->bps_link, R)) {
 			atomic_store_explicit(&w->bps, b, R);
+		}
 	}
 }
 
 uint64_t lsq_latency_window_rate(const struct lsq_latency_window *w)
 {
 	uint64_t bps = atomic_load_explicit(&w->bps, R);
-	uint64_t epoch_bps = atomic_load_explicit(&w->epoch_bps, R);
+	uint64_t link = atomic_load_explicit(&w->epoch_link_bps, R);
 
-	return epoch_bps > bps ? epoch_bps : bps;  /* the first epoch's */
+	/* a link-timed body beats the last epoch's figure at once; a
+	 * body timed alone only counts in the first epoch, with none */
+	if (link > bps)
+		return link;
+	return bps ? bps : atomic_load_explicit(&w->epoch_bps, R);
 }
 
 uint64_t lsq_latency_window_bdp(struct lsq_latency_window *w)

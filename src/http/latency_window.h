@@ -21,13 +21,17 @@
 #define LSQ_SOURCE_LATENCY_WINDOW_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 struct lsq_latency_window {
 	uint64_t max;                     /* largest window (power of two) */
 	atomic_uint_least64_t rtt_ns;     /* min round trip, last epoch */
 	atomic_uint_least64_t bps;        /* best throughput, last epoch */
-	atomic_uint_least64_t epoch_rtt_ns, epoch_bps;
+	atomic_bool bps_link;             /* bps was link-timed */
+	/* this epoch's: minimum round trip, best throughput of bodies timed
+	 * alone and of bodies that timed the link */
+	atomic_uint_least64_t epoch_rtt_ns, epoch_bps, epoch_link_bps;
 	atomic_uint samples;
 	atomic_uint shift;                /* window = bdp >> shift */
 	atomic_uint judged_windows, judged_hits; /* since the last verdict */
@@ -38,11 +42,15 @@ struct lsq_latency_window {
 /* max_bytes: the largest window (rounded down to a power of two). */
 void lsq_latency_window_init(struct lsq_latency_window *w, uint64_t max_bytes);
 
-/* One transfer: its round trip (request sent to first byte), and, for a
- * long one, the bytes the link carried over the time its body took. 0:
- * not measured. */
+/* One transfer: its round trip (request sent to first byte), and the
+ * bytes of its body over the time it took (0: not measured). link: the
+ * body lasted long enough to time the link, and bytes are what every
+ * transfer received meanwhile. A body too short for that is timed alone,
+ * and its bytes may have come in one burst (buffers along the path that
+ * filled while the link idled): an epoch's rate is its best link-timed
+ * one where it has one. */
 void lsq_latency_window_sample(struct lsq_latency_window *w, uint64_t rtt_ns,
-			       uint64_t bytes, uint64_t body_ns);
+			       uint64_t bytes, uint64_t body_ns, bool link);
 
 /* The link's throughput measured (bytes/s; 0: no long body timed yet). */
 uint64_t lsq_latency_window_rate(const struct lsq_latency_window *w);

@@ -17,7 +17,7 @@ static void feed(struct lsq_latency_window *w, unsigned n, uint64_t rtt_ns,
 {
 	for (unsigned i = 0; i < n; i++)
 		lsq_latency_window_sample(w, rtt_ns, 4 * MiB,
-					  4 * MiB * 1000000000ull / bps);
+					  4 * MiB * 1000000000ull / bps, true);
 }
 
 int main(void)
@@ -83,5 +83,20 @@ int main(void)
 	feed(&w, 64, 40 * MS, 125000000);
 	CHECK(w.rtt_ns == 40 * MS);
 	CHECK(lsq_latency_window_size(&w) == 2 * MiB);
+
+	/* a short body timed alone, its bytes in one burst (512 KiB in
+	 * 0.5 ms: 1 GB/s through a 125 MB/s link), does not beat what
+	 * bodies long enough to time the link measured; with none of
+	 * those, it is all there is */
+	lsq_latency_window_init(&w, 2 * MiB);
+	feed(&w, 3, 50 * MS, 125000000);
+	lsq_latency_window_sample(&w, 50 * MS, MiB / 2, MS / 2, false);
+	CHECK(lsq_latency_window_rate(&w) == 125000000);
+	for (int i = 0; i < 64; i++)
+		lsq_latency_window_sample(&w, 50 * MS, MiB / 2, MS / 2, false);
+	CHECK(lsq_latency_window_rate(&w) == 125000000);
+	lsq_latency_window_init(&w, 2 * MiB);
+	lsq_latency_window_sample(&w, 50 * MS, MiB / 2, MS / 2, false);
+	CHECK(lsq_latency_window_rate(&w) == 1048576000);
 	return 0;
 }

@@ -157,26 +157,26 @@ def stop_taken_over(m):
         assert bad not in m.log(), m.log()[-6000:]
 
 
-def kills_under_load(m, expected, big=None, check=None):
-    """KILLS kills under READERS readers; check(stats) before the end."""
+def kills_under_load(m, expected, big=None, check=None, kills=KILLS):
+    """kills kills under READERS readers; check(stats) before the end."""
     pids = []
     with Readers(m.mnt, expected, big) as readers:
         time.sleep(1)
-        for _ in range(KILLS):
+        for _ in range(kills):
             pids.append(kill_serving(m))
             time.sleep(SETTLE)
         reads = readers.reads
     assert not readers.errors, readers.errors[:10]
-    assert reads > 4 * KILLS, reads
+    assert reads > 4 * kills, reads
     assert is_mounted(m.mnt)
     st = stats(m.mnt)
-    assert st["takeovers"] == KILLS and st["takeovers_crash"] == KILLS, st
+    assert st["takeovers"] == kills and st["takeovers_crash"] == kills, st
     assert st["daemon_pid"] not in pids, st
     assert all(pid_ended(p) for p in pids), pids
     lines = [ln for ln in m.log().splitlines()
              if "takeover: process" in ln]
-    assert len(lines) == KILLS, m.log()[-3000:]
-    assert "takeover %d;" % KILLS in lines[-1], lines[-1]
+    assert len(lines) == kills, m.log()[-3000:]
+    assert "takeover %d;" % kills in lines[-1], lines[-1]
     if check:
         check(st)
     stop_taken_over(m)
@@ -255,6 +255,53 @@ def test_off_when_asked(mounts, small_image):
     subprocess.run(["fusermount3", "-u", m.mnt], capture_output=True)
     m.proc = None
     assert "takeover" not in m.log(), m.log()
+
+
+def test_kills_where_fuse_uring_is_offered(mounts, small_image):
+    """Where the kernel offers FUSE io_uring rings (enable_uring switched
+    on), -o takeover keeps the mount on /dev/fuse and its daemon's kills
+    are taken over as anywhere else: over rings they could not be
+    (docs/takeover.md, "Not over io_uring rings"). A kernel without the
+    switch (tests/without_fuse_uring.sh hides it) checks the same."""
+    with util.fuse_uring_switch() as set_switch:
+        set_switch(True)
+        m = mounts(small_image["path"], ["takeover"])
+        st = stats(m.mnt)
+        assert st["takeover_ready"] == 1 and st["fuse_ring_threads"] == 0, st
+        kills_under_load(m, small_image["files"], kills=5)
+
+
+def test_ring_mount_ends_cleanly_when_its_daemon_dies(mounts, small_image):
+    """A default mount that took the rings the kernel offers has no
+    takeover: a kill ends it as before takeover existed, with ENOTCONN and
+    a mount point that a lazy unmount clears.
+    Without rings (the switch hidden) the default has takeover, and the
+    kill is taken over."""
+    name = sorted(small_image["files"])[0]
+    with util.fuse_uring_switch() as set_switch:
+        rings = set_switch(True)
+        m = mounts(small_image["path"])
+        path = os.path.join(m.mnt, name)
+        assert read_fresh(path) == small_image["files"][name]
+        if rings:
+            assert util.wait_until(
+                lambda: stats(m.mnt)["fuse_ring_threads"] > 0, 5)
+        assert stats(m.mnt)["takeover_ready"] == (0 if rings else 1)
+        if not rings:
+            kill_serving(m)
+            assert read_fresh(path) == small_image["files"][name]
+            stop_taken_over(m)
+            return
+        os.kill(m.proc.pid, signal.SIGKILL)
+        m.proc.wait(30)
+        r = subprocess.run(["stat", path], capture_output=True, text=True,
+                           timeout=30)
+        assert r.returncode != 0 and "not connected" in r.stderr, r.stderr
+        r = subprocess.run(["umount", "-l", m.mnt], capture_output=True,
+                           text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        assert not is_mounted(m.mnt)
+        m.proc = None
 
 
 def test_kernel_without_resend(mounts, small_image):

@@ -80,19 +80,21 @@ static void demote(struct http_source *hs, struct stream *s)
 	stream_start_window(hs, s);
 }
 
-/* An early stream is a bet that a miss into a long file starts a
- * sequential read of it. A read that extends it pays it, and it gets its
- * full reach; LSQ_HTTP_EARLY_READS reads elsewhere first lose it. A lost
- * bet demotes readahead, which ends early streams until a stream pays
- * again: a reader that jumps about a large file (a database, a dataset)
- * would otherwise pay a window and a reach for every miss, each one a new
- * stream that no judgement of its own ever reaches (hs->mu held). */
+/* A bet no read paid (hs->mu held). */
 static void lose_bet(struct http_source *hs, struct stream *s)
 {
 	demote(hs, s);
 	atomic_fetch_add_explicit(&hs->bets_lost, 1, memory_order_relaxed);
 }
 
+/* An early stream (lsq_http_stream_early) is a bet that a miss into a
+ * long file starts a sequential read of it. A read that extends it pays
+ * it, and it gets its full reach; LSQ_HTTP_EARLY_READS reads elsewhere
+ * first, or its replacement by a newer stream, lose it. A lost bet
+ * demotes readahead, which ends the bets until a stream pays again: a
+ * reader that jumps about a large file (a database, a dataset) would
+ * otherwise pay a window and a reach for every miss, each one a new
+ * stream that no judgement of its own ever reaches (hs->mu held). */
 static void judge_early_bets(struct http_source *hs)
 {
 	for (unsigned i = 0; i < LSQ_HTTP_STREAMS; i++) {
@@ -476,8 +478,8 @@ struct chunk *lsq_http_readahead_miss(struct http_source *hs,
  * window (hs->mu held): the stream the miss started is taken as
  * sequential at once, up to the file's end, so the workers fetch past the
  * window in the same round trip rather than after the reader's next read
- * confirmed it. Not once readahead was found not to pay (need_run): then
- * streams earn it by their reads again. */
+ * confirmed it: a bet (judge_early_bets). Not once readahead was found
+ * not to pay (need_run): then streams earn it by their reads again. */
 void lsq_http_stream_early(struct http_source *hs, uint64_t offset,
 			   size_t len, uint64_t window_end, uint64_t run_end)
 {

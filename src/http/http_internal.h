@@ -35,7 +35,7 @@
 #define LSQ_HTTP_RA_START (128u * 1024u)  /* first readahead window */
 #define LSQ_HTTP_STREAMS 8             /* sequential streams tracked */
 #define LSQ_HTTP_RA_SLACK (512u * 1024u) /* reordering a stream tolerates */
-#define LSQ_HTTP_EARLY_READS 8u        /* reads elsewhere that lose a bet */
+#define LSQ_HTTP_EARLY_STREAMS 4u      /* newer streams that lose a bet */
 #define LSQ_HTTP_MAX_PREFETCH 4        /* prefetch workers at most */
 /* A body that lasted this long times the link (all transfers' bytes) */
 #define LSQ_HTTP_LINK_TIMED_NS (10u * 1000u * 1000u)
@@ -102,7 +102,7 @@ struct stream {
 			      * run-end hint; UINT64_MAX when not known */
 	bool early;          /* confirmed by a miss alone, no read yet
 			      * (lsq_http_stream_early): a bet */
-	uint64_t early_at;   /* the source's read clock when it was made */
+	uint64_t early_at;   /* hs->streams_started when it was made */
 	uint64_t early_ahead; /* the reach it gets once a read pays it */
 };
 
@@ -139,6 +139,7 @@ struct http_source {
 	uint64_t win_limit;
 	uint64_t ra_limit;
 	struct stream streams[LSQ_HTTP_STREAMS];
+	uint64_t streams_started;  /* streams started so far */
 	uint64_t need_run;         /* exact run confirming a new stream */
 	uint64_t clock;
 

@@ -89,18 +89,22 @@ static void lose_bet(struct http_source *hs, struct stream *s)
 
 /* An early stream (lsq_http_stream_early) is a bet that a miss into a
  * long file starts a sequential read of it. A read that extends it pays
- * it, and it gets its full reach; LSQ_HTTP_EARLY_READS reads elsewhere
- * first, or its replacement by a newer stream, lose it. A lost bet
- * demotes readahead, which ends the bets until a stream pays again: a
- * reader that jumps about a large file (a database, a dataset) would
- * otherwise pay a window and a reach for every miss, each one a new
- * stream that no judgement of its own ever reaches (hs->mu held). */
+ * it, and it gets its full reach; LSQ_HTTP_EARLY_STREAMS streams started
+ * after it first (misses elsewhere) lose it. A lost bet demotes
+ * readahead, which ends the bets until a stream pays again: a reader that
+ * jumps about a large file (a database, a dataset) would otherwise pay a
+ * window and a reach for every miss, each one a new stream that no
+ * judgement of its own ever reaches. Streams, not reads: parallel readers
+ * of large files each make a bet, and one of them reading its arrived
+ * window must not lose the others' bets while their windows are still on
+ * the way (hs->mu held). */
 static void judge_early_bets(struct http_source *hs)
 {
 	for (unsigned i = 0; i < LSQ_HTTP_STREAMS; i++) {
 		struct stream *s = &hs->streams[i];
 
-		if (s->early && hs->clock - s->early_at > LSQ_HTTP_EARLY_READS)
+		if (s->early && hs->streams_started - s->early_at >=
+					LSQ_HTTP_EARLY_STREAMS)
 			lose_bet(hs, s);
 	}
 }
@@ -121,7 +125,6 @@ static struct stream *stream_advance(struct http_source *hs, uint64_t off,
 
 	hs->clock++;
 	*exact = false;
-	judge_early_bets(hs);
 	for (unsigned i = 0; i < LSQ_HTTP_STREAMS; i++) {
 		struct stream *s = &hs->streams[i];
 
@@ -148,8 +151,9 @@ static struct stream *stream_advance(struct http_source *hs, uint64_t off,
 		if (s->stamp < oldest->stamp)
 			oldest = s;
 	}
-	/* a stream replaced before a read paid its bet lost it */
-	if (oldest->early)
+	hs->streams_started++;
+	judge_early_bets(hs);
+	if (oldest->early)  /* replaced before a read paid its bet */
 		lose_bet(hs, oldest);
 	oldest->end = off + len;
 	oldest->fetched_to = off + len;
@@ -506,7 +510,7 @@ void lsq_http_stream_early(struct http_source *hs, uint64_t offset,
 	 * about makes one per miss) reaches one window past the miss's
 	 * until a read pays it */
 	s->early = true;
-	s->early_at = hs->clock;
+	s->early_at = hs->streams_started;
 	s->early_ahead = s->ahead;
 	atomic_fetch_add_explicit(&hs->bets, 1, memory_order_relaxed);
 	if (other_bets)

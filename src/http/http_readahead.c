@@ -160,7 +160,6 @@ static struct stream *stream_advance(struct http_source *hs, uint64_t off,
 	oldest->stamp = hs->clock;
 	stream_start_window(hs, oldest);
 	oldest->confirmed = false;
-	oldest->early = false;
 	oldest->run = 0;
 	oldest->need_run = hs->need_run;
 	oldest->spec_bytes = oldest->spec_used = 0;

@@ -59,6 +59,16 @@ wl_rootfs() {  # DIR: the merged-usr links and a /tmp for tmpfs
 	ln -sfn usr/lib64 "$1/lib64"; ln -sfn usr/sbin "$1/sbin"
 }
 wl_du() { du -s --apparent-size "$@" 2>/dev/null | awk '{s += $1} END {print s + 0}'; }
+# The libraries ldd lists for FILEs that DIR lacks, each link with the file
+# it names.
+wl_copy_libs() {  # DIR FILE...
+	local dst=$1 lib
+	shift
+	for lib in $(ldd "$@" 2>/dev/null | awk '/=>/ {print $3}' | sort -u); do
+		[ -e "$dst$(sed 's#^/lib/#/usr/lib/#' <<<"$lib")" ] ||
+			wl_copy "$dst" "$lib" "$(readlink -f "$lib")"
+	done
+}
 
 # ------------------------------------------------------------ python
 # Issue 18's start: Debian's python3.11 importing two dozen standard
@@ -206,18 +216,14 @@ wl_java_stamp() {
 	echo "java $(dpkg-query -W -f='${Version}' openjdk-17-jdk-headless 2>/dev/null) $(wl_du $WL_JAVA_HOME)"
 }
 wl_java_tree() {
-	local lib
+	local bins
 	wl_rootfs "$1"
 	mkdir -p "$1/proc" "$1/etc" "$1/usr/lib/jvm" "$1/src"
 	cp -a $WL_JAVA_HOME "$1/usr/lib/jvm/"
 	cp -a /etc/java-17-openjdk "$1/etc/"
 	wl_copy "$1" /lib64/ld-linux-x86-64.so.2 /usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2
-	for lib in $(find "$1$WL_JAVA_HOME" \( -name '*.so' -o -name java -o -name javac \) -print0 |
-		xargs -0 ldd 2>/dev/null | awk '/=>/ {print $3}' | sort -u); do
-		# the library's link and the file it names
-		[ -e "$1$(sed 's#^/lib/#/usr/lib/#' <<<"$lib")" ] ||
-			wl_copy "$1" "$lib" "$(readlink -f "$lib")"
-	done
+	mapfile -d '' bins < <(find "$1$WL_JAVA_HOME" \( -name '*.so' -o -name java -o -name javac \) -print0)
+	wl_copy_libs "$1" "${bins[@]}"
 	cat >"$1/src/Hello.java" <<'EOF'
 import java.util.*;
 import java.util.stream.*;
@@ -251,15 +257,12 @@ wl_node_stamp() {
 	echo "node $(stat -c %s "$WL_NODE_BIN" 2>/dev/null) $(wl_du /usr/lib/node_modules /usr/share/locale)"
 }
 wl_node_tree() {
-	local lib
 	[ -x "$WL_NODE_BIN" ] || { echo "node: no node binary on this machine" >&2; return 1; }
 	wl_rootfs "$1"
 	mkdir -p "$1/proc"
 	wl_copy "$1" "$WL_NODE_BIN" /lib64/ld-linux-x86-64.so.2 /usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2
 	[ "$WL_NODE_BIN" = /usr/bin/node ] || cp -a "$WL_NODE_BIN" "$1/usr/bin/node"
-	for lib in $(ldd "$WL_NODE_BIN" | awk '/=>/ {print $3}' | sort -u); do
-		wl_copy "$1" "$lib" "$(readlink -f "$lib")"
-	done
+	wl_copy_libs "$1" "$WL_NODE_BIN"
 	wl_copy_tree "$1" /usr/lib/node_modules /usr/share/locale
 }
 wl_node_run() {
@@ -271,7 +274,7 @@ wl_node_run() {
 }
 
 # ------------------------------------------------------------ sqlite
-# A dataset image: one SQLite database of about 250 MB (2 million rows of
+# A dataset image: one SQLite database of about 210 MB (2 million rows of
 # 100 bytes behind an integer key). The start: 300 point lookups at
 # random keys (fixed seed) with the host's sqlite3, opened read-only and
 # immutable: each lookup walks the B-tree, so reads are 4 KiB pages at

@@ -71,6 +71,7 @@ static const struct {
 	T(http_failures),
 	T(http_memory_hits),
 	T(http_readahead_bytes),
+	T(http_span_memory_bytes),
 	G(http_in_flight),
 	G(http_rtt_us),
 	T(http_windows),

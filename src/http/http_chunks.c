@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/bufpool.h"
 #include "lsq/error.h"
@@ -218,3 +219,73 @@ struct chunk *lsq_http_window_chunk(struct http_source *hs, uint64_t offset,
 	return c;
 }
 
+
+/* The ready chunk holding byte pos, or NULL. */
+static struct chunk *ready_at(struct http_source *hs, uint64_t pos)
+{
+	for (struct chunk *c = hs->chunks; c; c = c->next)
+		if (c->ready && pos >= c->off && pos < c->off + c->len)
+			return c;
+	return NULL;
+}
+
+/* One piece of a span copied from a chunk. */
+struct piece {
+	struct chunk *c;
+	uint64_t off;
+	size_t len;
+};
+
+/* Note the pieces of [from, to) that ready chunks hold, from `from` up,
+ * each with a ref; returns where they stop (to, or short of it where no
+ * chunk holds the next byte or pieces[] is full). */
+static uint64_t collect(struct http_source *hs, uint64_t from, uint64_t to,
+			struct piece *pieces, size_t *n, size_t max)
+{
+	while (from < to && *n < max) {
+		struct chunk *c = ready_at(hs, from);
+		uint64_t end;
+
+		if (!c)
+			break;
+		end = c->off + c->len < to ? c->off + c->len : to;
+		c->refs++;
+		pieces[(*n)++] = (struct piece){ c, from, (size_t)(end - from) };
+		from = end;
+	}
+	return from;
+}
+
+uint64_t lsq_http_span_from_memory(struct http_source *hs, uint8_t *buf,
+				   uint64_t off, size_t len, uint64_t *lo,
+				   uint64_t *hi)
+{
+	struct piece pieces[16];
+	size_t n = 0;
+	uint64_t copied = 0;
+	struct chunk *c;
+
+	*hi = off + len;
+	*lo = collect(hs, off, *hi, pieces, &n, 16);
+	/* the tail: the chunks holding the bytes just below *hi, down */
+	while (*lo < *hi && n < 16 && (c = ready_at(hs, *hi - 1)) != NULL) {
+		uint64_t start = c->off > *lo ? c->off : *lo;
+
+		c->refs++;
+		pieces[n++] = (struct piece){ c, start, (size_t)(*hi - start) };
+		*hi = start;
+	}
+	if (n == 0)
+		return 0;
+	pthread_mutex_unlock(&hs->mu);
+	for (size_t i = 0; i < n; i++) {
+		memcpy(buf + (pieces[i].off - off),
+		       pieces[i].c->data + (pieces[i].off - pieces[i].c->off),
+		       pieces[i].len);
+		copied += pieces[i].len;
+	}
+	pthread_mutex_lock(&hs->mu);
+	for (size_t i = 0; i < n; i++)
+		lsq_http_chunk_put(hs, pieces[i].c);
+	return copied;
+}

@@ -197,6 +197,8 @@ struct http_source {
 	atomic_uint_least64_t to_arrive;
 	atomic_uint_least64_t paced;  /* times it held a window back */
 	atomic_uint_least64_t bets, bets_lost;  /* early streams, and lost */
+	/* bytes of speculative spans copied from memory, not fetched */
+	atomic_uint_least64_t span_memory_bytes;
 };
 
 /* One transfer: what was asked, the current response's headers, and the
@@ -321,6 +323,15 @@ void lsq_http_stream_early(struct http_source *hs, uint64_t offset,
 struct chunk *lsq_http_window_chunk(struct http_source *hs, uint64_t offset,
 				    size_t len, uint64_t w, uint64_t run_end,
 				    uint64_t *ra);
+/* A speculative read (a background or profile span) that no chunk holds
+ * whole: copy into buf (the span's bytes from off) what ready chunks hold
+ * of its head and its tail, and set [*lo, *hi) to the rest, still to
+ * fetch in one request (bytes chunks hold between are fetched again);
+ * *lo == *hi: all copied. Returns the bytes copied. Called with hs->mu
+ * held; drops it while copying. */
+uint64_t lsq_http_span_from_memory(struct http_source *hs, uint8_t *buf,
+				   uint64_t off, size_t len, uint64_t *lo,
+				   uint64_t *hi);
 
 /* ---- http_readahead.c: sequential streams, prefetch workers ---- */
 

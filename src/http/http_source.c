@@ -159,8 +159,21 @@ static int read_from(struct lsq_source *src, struct lsq_read *rq,
 	c = NULL;
 	*waited_network = true;
 	if (rq->speculative) {
+		/* a background span often starts or ends inside a latency
+		 * window a reader's miss fetched (it starts past the
+		 * reader's block, the window from it on): 35 of 246 MB
+		 * fetched twice by 300 SQLite lookups at 50 ms */
+		uint64_t lo, hi, copied;
+
+		copied = lsq_http_span_from_memory(hs, buf, offset, len, &lo,
+						   &hi);
 		pthread_mutex_unlock(&hs->mu);
-		return lsq_http_fetch(hs, buf, len, offset, LSQ_FETCH_SPAN,
+		atomic_fetch_add_explicit(&hs->span_memory_bytes, copied,
+					  memory_order_relaxed);
+		if (lo >= hi)
+			return LSQ_OK;
+		return lsq_http_fetch(hs, buf + (lo - offset),
+				      (size_t)(hi - lo), lo, LSQ_FETCH_SPAN,
 				      &rq->origin);
 	}
 	w = lsq_latency_window_size(&hs->win);
@@ -318,6 +331,8 @@ static void http_counters(const struct lsq_source *src, lsq_counter_fn fn,
 	fn(ctx, "http_memory_hits", atomic_load(&hs->cache_hits),
 	   LSQ_COUNTER_TOTAL);
 	fn(ctx, "http_readahead_bytes", atomic_load(&hs->readahead_bytes),
+	   LSQ_COUNTER_TOTAL);
+	fn(ctx, "http_span_memory_bytes", atomic_load(&hs->span_memory_bytes),
 	   LSQ_COUNTER_TOTAL);
 	fn(ctx, "http_in_flight", atomic_load(&hs->in_flight),
 	   LSQ_COUNTER_GAUGE);

@@ -107,3 +107,52 @@ def test_random_reads_in_a_large_file_fetch_little_ahead(capped_link,
     assert 1 <= st["http_readahead_bets_lost"], brief
     assert st["http_readahead_bets"] <= 6, brief
     assert st["http_readahead_bytes"] <= 48 * MiB, brief
+
+
+def test_background_takes_what_latency_windows_hold(capped_link, big_image,
+                                                    mounts):
+    """Random reads over a long round trip fetch a latency window around
+    each miss, from the read on; background fetch (on by default over this
+    round trip; the 200 MiB image fits a RAM cache of 320 MiB) starts its
+    spans past the block a reader loaded, inside that window. A span takes
+    the bytes such windows hold from memory instead of fetching them again
+    (http_span_memory_bytes), and what it took is the image's: once the
+    background is done, reading the whole file costs no request and gives
+    the file's bytes."""
+    # room to spare: the default 256 MiB would take the image whole too,
+    # but its 16 shards fill unevenly, and the fullest evict a few blocks
+    # (docs/status.md)
+    m = mounts(capped_link + "/img.sqfs", ["block_cache=320M"])
+    path = os.path.join(big_image["tree"], "large.bin")
+    size = os.path.getsize(path)
+    rng = random.Random(7)
+    fd = os.open(os.path.join(m.mnt, "large.bin"), os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        with open(path, "rb") as want:
+            for _ in range(48):
+                off = rng.randrange(0, size - 4096) & ~4095
+                want.seek(off)
+                assert os.pread(fd, 4096, off) == want.read(4096), off
+    finally:
+        os.close(fd)
+
+    def done():
+        s = stats(m.mnt)
+        return s if s["background_done"] else None
+
+    st = wait_for(done, "the background fetch to end", timeout=120)
+    brief = {k: v for k, v in st.items()
+             if k.startswith(("http_", "background_"))}
+    assert st["http_windows"] > 0, brief
+    assert st["background_failures"] == 0, brief
+    assert st["http_span_memory_bytes"] > 0, brief
+    before = st["http_requests"]
+    with open(os.path.join(m.mnt, "large.bin"), "rb") as got, \
+            open(path, "rb") as want:
+        for off in range(0, size, 4 * MiB):
+            assert got.read(4 * MiB) == want.read(4 * MiB), off
+    after = stats(m.mnt)
+    assert after["http_requests"] == before, " ".join(
+        "%s=%d" % kv for kv in sorted(after.items())
+        if kv[0].startswith(("http_", "background_", "block_cache_")))

@@ -77,6 +77,7 @@ struct lsq_block_cache {
 	void *loader_ctx;
 	size_t share;                 /* budget of each shard */
 	unsigned nshards;             /* power of two */
+	unsigned stripe_shift;        /* 0: shards by hash */
 	struct shard *shards;
 };
 
@@ -149,6 +150,20 @@ static uint64_t mix64(uint64_t x)
 	x *= UINT64_C(0x94d049bb133111eb);
 	x ^= x >> 31;
 	return x;
+}
+
+/* The key's hash: its high half picks the shard, its low half the
+ * bucket. A striped cache takes the shard from the key's stripe instead
+ * (lsq_block_cache_stripe). */
+static uint64_t hash_of(const struct lsq_block_cache *cache, uint64_t key)
+{
+	uint64_t h = mix64(key);
+
+	/* NULL: the caller refuses it after hashing */
+	if (cache && cache->stripe_shift)
+		h = (h & UINT64_C(0xffffffff)) |
+		    ((key >> cache->stripe_shift) << 32);
+	return h;
 }
 
 static struct shard *shard_of(struct lsq_block_cache *cache, uint64_t hash)
@@ -441,7 +456,7 @@ int lsq_block_cache_get_with(struct lsq_block_cache *cache, uint64_t key,
 			     lsq_block_loader_fn loader, void *loader_ctx,
 			     struct lsq_block **out)
 {
-	uint64_t hash = mix64(key);
+	uint64_t hash = hash_of(cache, key);
 	struct shard *s;
 	struct entry *e;
 
@@ -470,7 +485,7 @@ int lsq_block_cache_get_with(struct lsq_block_cache *cache, uint64_t key,
 int lsq_block_cache_lookup(struct lsq_block_cache *cache, uint64_t key,
 			   struct lsq_block **out)
 {
-	uint64_t hash = mix64(key);
+	uint64_t hash = hash_of(cache, key);
 	struct shard *s;
 	struct entry *e;
 
@@ -495,7 +510,7 @@ int lsq_block_cache_lookup(struct lsq_block_cache *cache, uint64_t key,
 
 bool lsq_block_cache_has(struct lsq_block_cache *cache, uint64_t key)
 {
-	uint64_t hash = mix64(key);
+	uint64_t hash = hash_of(cache, key);
 	struct shard *s;
 	bool found;
 
@@ -513,7 +528,7 @@ bool lsq_block_cache_has(struct lsq_block_cache *cache, uint64_t key)
 int lsq_block_cache_reserve(struct lsq_block_cache *cache, uint64_t key,
 			    struct lsq_block_reservation **out)
 {
-	uint64_t hash = mix64(key);
+	uint64_t hash = hash_of(cache, key);
 	struct shard *s;
 	struct entry *e;
 
@@ -559,7 +574,7 @@ void lsq_block_cache_fulfil(struct lsq_block_cache *cache,
 
 void lsq_block_cache_drop(struct lsq_block_cache *cache, uint64_t key)
 {
-	uint64_t hash = mix64(key);
+	uint64_t hash = hash_of(cache, key);
 	struct shard *s = shard_of(cache, hash);
 	struct entry *e;
 
@@ -627,6 +642,12 @@ static void shard_fini(struct shard *s)
 	}
 	free(s->buckets);
 	pthread_mutex_destroy(&s->lock);
+}
+
+void lsq_block_cache_stripe(struct lsq_block_cache *cache, unsigned shift)
+{
+	if (cache && shift > 0 && shift < 64)
+		cache->stripe_shift = shift;
 }
 
 int lsq_block_cache_create(size_t budget_bytes, unsigned shards,

@@ -383,6 +383,10 @@ int lsq_ram_layer_create(struct lsq_source *inner, uint64_t bytes,
 		return LSQ_ERR_NOMEM;
 	ret = lsq_block_cache_create((size_t)bytes, 0, no_loader, rl,
 				     &rl->cache);
+	/* keys are image offsets; background fetch may fill the cache
+	 * with the whole image: shards by 1 MiB stripes (the largest
+	 * block) hold it evenly, within a stripe each */
+	lsq_block_cache_stripe(rl->cache, 20);
 	if (ret == LSQ_OK)
 		ret = lsq_layer_init(&rl->base, &ram_ops, inner);
 	if (ret) {

@@ -6,9 +6,12 @@ timeouts and retries (timing.py), not from how fast this machine is."""
 import os
 import subprocess
 
+import pytest
+
 from conftest import (FaultServer, check_eio, daemon, read_with_timeout,
                       try_mount)
 from servers import without_openers
+from test_cache import stats
 from timing import WAIT, bound, fetch_seconds, run_threads, wait_for
 
 FAST = ["timeout=2", "connect_timeout=1", "retries=3"]
@@ -337,3 +340,35 @@ def test_proxy_from_environment(mounts, fault_server, small_image):
     _check_file(m, small_image, "f20.bin")
     assert all(r["target"].startswith("http://image.invalid/")
                for r in fault_server.requests())
+
+
+@pytest.fixture
+def big_fault_server(big_image):
+    s = FaultServer().start()
+    with open(big_image["path"], "rb") as f:
+        s.add("/img.sqfs", f.read())
+    yield s
+    s.stop()
+
+
+def test_sequential_reader_over_broken_readahead(mounts, big_fault_server,
+                                                big_image):
+    """Three of a sequential reader's readahead ranges break off halfway
+    (the server resets the connection): a readahead is one quiet try, so
+    the reads it would have served fetch for themselves, and every byte
+    is the file's."""
+    m = mounts(big_fault_server.url("/img.sqfs"),
+               FAST + ["background=off"])
+    # readahead's ranges, not the reads of the metadata and the first
+    # blocks, which are shorter
+    f = big_fault_server.set_fault("reset", count=3, min_length=256 * 1024)
+    path = os.path.join(big_image["tree"], "large.bin")
+    with open(os.path.join(m.mnt, "large.bin"), "rb") as got, \
+            open(path, "rb") as want:
+        for off in range(0, 24 << 20, 1 << 20):
+            assert got.read(1 << 20) == want.read(1 << 20), off
+    st = stats(m.mnt)
+    brief = {k: v for k, v in st.items() if k.startswith("http_")}
+    assert f.hits == 3, brief
+    assert st["http_readahead_bytes"] > 0, brief
+    assert m.alive()

@@ -113,16 +113,15 @@ def test_background_takes_what_latency_windows_hold(capped_link, big_image,
                                                     mounts):
     """Random reads over a long round trip fetch a latency window around
     each miss, from the read on; background fetch (on by default over this
-    round trip; the 200 MiB image fits a RAM cache of 320 MiB) starts its
+    round trip; the 200 MiB image fits the default RAM cache) starts its
     spans past the block a reader loaded, inside that window. A span takes
     the bytes such windows hold from memory instead of fetching them again
     (http_span_memory_bytes), and what it took is the image's: once the
     background is done, reading the whole file costs no request and gives
     the file's bytes."""
-    # room to spare: the default 256 MiB would take the image whole too,
-    # but its 16 shards fill unevenly, and the fullest evict a few blocks
-    # (docs/status.md)
-    m = mounts(capped_link + "/img.sqfs", ["block_cache=320M"])
+    # the default RAM cache, 256 MiB: the image's 217 MB fill its 16
+    # shards alike (lsq_block_cache_stripe), none evicts
+    m = mounts(capped_link + "/img.sqfs", [])
     path = os.path.join(big_image["tree"], "large.bin")
     size = os.path.getsize(path)
     rng = random.Random(7)
@@ -153,6 +152,7 @@ def test_background_takes_what_latency_windows_hold(capped_link, big_image,
         for off in range(0, size, 4 * MiB):
             assert got.read(4 * MiB) == want.read(4 * MiB), off
     after = stats(m.mnt)
+    assert after["block_cache_evictions"] == 0, brief
     assert after["http_requests"] == before, " ".join(
         "%s=%d" % kv for kv in sorted(after.items())
         if kv[0].startswith(("http_", "background_", "block_cache_")))

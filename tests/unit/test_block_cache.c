@@ -869,6 +869,33 @@ static void test_reservations(void)
 	lsq_block_cache_destroy(cache);
 }
 
+/* A whole image's blocks fill every shard of a striped cache alike:
+ * 1,850 blocks of 16 KiB side by side in 16 shards of 128 blocks (90%
+ * full) and nothing is evicted; shards by hash fill unevenly, and the
+ * fullest evict. */
+static unsigned fill_with_image(bool striped)
+{
+	const size_t cap = 16384, charge = charge_of(cap);
+	struct test_loader tl = { .capacity = cap };
+	struct lsq_block_cache *cache = make_cache(16 * 128 * charge, 16, &tl);
+	struct lsq_block_cache_stats st;
+
+	if (striped)  /* 128 KiB stripes: 8 blocks each */
+		lsq_block_cache_stripe(cache, 17);
+	for (uint64_t i = 0; i < 1850; i++)
+		lsq_block_put(get_ok(cache, 96 + i * cap));
+	st = stats(cache);
+	CHECK_EQ_INT(st.blocks + st.evictions, 1850);
+	lsq_block_cache_destroy(cache);
+	return (unsigned)st.evictions;
+}
+
+static void test_striped_fill(void)
+{
+	CHECK_EQ_INT(fill_with_image(true), 0);
+	CHECK(fill_with_image(false) > 0);
+}
+
 int main(void)
 {
 	test_alloc();
@@ -877,6 +904,7 @@ int main(void)
 	test_lookup();
 	test_drop();
 	test_budget();
+	test_striped_fill();
 	test_lru_order();
 	test_held_block_survives();
 	test_errors_not_cached();

@@ -219,7 +219,6 @@ struct chunk *lsq_http_window_chunk(struct http_source *hs, uint64_t offset,
 	return c;
 }
 
-
 /* The ready chunk holding byte pos, or NULL. */
 static struct chunk *ready_at(struct http_source *hs, uint64_t pos)
 {

@@ -137,7 +137,8 @@ prepare() {  # W
 		rm -f "$d/v2.stamp"
 	fi
 	if has_row nextver && { [ "$(cat "$d/v2.stamp" 2>/dev/null)" != "$stamp" ] ||
-		[ ! -s "$www/$w-v2.sqfs" ] || [ ! -s "$d/changed.json" ]; }; then
+		{ [ ! -e "$d/no-v2" ] &&
+			{ [ ! -s "$www/$w-v2.sqfs" ] || [ ! -s "$d/changed.json" ]; }; }; }; then
 		log "$w: the next version (5% of the files changed)"
 		rm -rf "$d/tree2"
 		cp -al "$d/tree" "$d/tree2"
@@ -145,9 +146,20 @@ prepare() {  # W
 		for f in "$d"/tree.*; do
 			case $f in *.stamp) ;; *) cp "$f" "$d/tree2.${f##*/tree.}" ;; esac
 		done
-		python3 "$here/startup_nextver.py" mutate "$d/tree2" "$d/changed.list" >&2
-		squash "$d/tree2" "$www/$w-v2.sqfs"
-		python3 "$here/startup_nextver.py" changed "$www/$w.sqfs" "$www/$w-v2.sqfs" >"$d/changed.json"
+		rm -f "$d/no-v2"
+		local ret=0
+		python3 "$here/startup_nextver.py" mutate "$d/tree2" "$d/changed.list" >&2 || ret=$?
+		if [ "$ret" = 0 ]; then
+			squash "$d/tree2" "$www/$w-v2.sqfs"
+			python3 "$here/startup_nextver.py" changed "$www/$w.sqfs" "$www/$w-v2.sqfs" >"$d/changed.json"
+		elif [ "$ret" = 3 ]; then
+			# a dataset (sqlite's one database file): no next version
+			# of it is a program's next version; the rows skip it
+			log "$w: no next-version row (no file of the kinds startup_nextver.py changes)"
+			: >"$d/no-v2"
+		else
+			die "$w: startup_nextver.py mutate failed"
+		fi
 		echo "$stamp" >"$d/v2.stamp"
 	fi
 }
@@ -240,7 +252,7 @@ run_workload() {  # W
 		for rep in $(seq "$repeat"); do
 			kernel_start kernel "$img" "$rep"
 		done
-		if has_row nextver; then
+		if has_row nextver && [ ! -e "$d/no-v2" ]; then
 			WL_TREE=$d/tree2
 			for rep in $(seq "$repeat"); do
 				kernel_start kernel_next "$wl-v2.sqfs" "$rep"
@@ -276,7 +288,7 @@ run_workload() {  # W
 			done
 		done
 	fi
-	if has_row nextver; then
+	if has_row nextver && [ ! -e "$d/no-v2" ]; then
 		# the previous version ran on this host with cache_dir (at the
 		# same URL, not timed), then the next one is published there
 		local cache=$work/cache_dir

@@ -236,6 +236,10 @@ struct lsq_source {
 	 * validator), for persistent caches; NULL when the source cannot
 	 * tell (no validator). Owned, malloc'd, freed by destroy. */
 	char *identity;
+	/* Where the bytes are published, whatever version is there now (for
+	 * a URL: URL and offset); a persistent cache keeps one image per
+	 * location. NULL: none. Owned, freed by destroy. */
+	char *location;
 	/* Reads ahead of sequential readers, so it wants to know the run a
 	 * read belongs to (lsq_read.run); a layer copies its inner's. */
 	bool reads_ahead;

@@ -9,7 +9,15 @@
  *              [off, off+len) have CRC c" (ADD) or "[off, off+len) is gone"
  *              (DROP), each with a CRC of its own so a torn tail is skipped.
  *   NAME.lock  flock()ed by the owning daemon; never renamed (the log is,
- *              when compacted), so the lock always means the same files.
+ *              when compacted). It is unlinked last, under its flock, when
+ *              the cache is removed; an open that finds its locked file
+ *              gone from the directory tries again.
+ *   location-HASH  (HASH: of a location, the URL and offset) the NAME of
+ *              the image last opened there. A location keeps one image's
+ *              files: the next version's open removes the files of the one
+ *              before, or, while a daemon still holds them, that daemon
+ *              does at close. Without this every version published at a
+ *              URL would keep a cache of its own for ever.
  *
  * Store order: data first (pwrite), then its ADD record (one O_APPEND
  * write). A kill -9 between the two leaves bytes that no record names;
@@ -62,6 +70,8 @@ struct lsq_disk_cache {
 	uint64_t blksize;                /* of the data file's filesystem */
 	uint8_t header[DC_REC];
 	char *log_path;
+	char *dir, name[40];             /* NAME, for removal at close */
+	char *location_path;             /* NULL: no location */
 	struct lsq_clock_shard shards[DC_SHARDS];
 	atomic_uint_least64_t hits, misses, writes, corrupt, evictions;
 	atomic_bool disabled;            /* a store failed: stop storing */
@@ -556,15 +566,182 @@ static int open_file(const char *dir, const char *name, const char *ext,
 	return fd;
 }
 
+/* ---- one image per location ---- */
+
+/* NAME (32 hex digits) of a string, and its two halves */
+static void name_of(const char *s, char name[40], uint64_t *h1,
+		    uint64_t *h2)
+{
+	*h1 = fnv1a64(0xcbf29ce484222325ull, s);
+	*h2 = lsq_clock_mix(fnv1a64(0x84222325cbf29ce4ull, s));
+	snprintf(name, 40, "%016" PRIx64 "%016" PRIx64, *h1, *h2);
+}
+
+/* Whether fd is still the file at path (a lock file removed under its
+ * flock, and perhaps created anew, is not). */
+static bool still_at(int fd, const char *path)
+{
+	struct stat a, b;
+
+	return fstat(fd, &a) == 0 && stat(path, &b) == 0 &&
+	       a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* The lock last: whoever opens NAME meanwhile finds its lock gone.
+ * Whether there was a data file. */
+static bool unlink_image(const char *dir, const char *name)
+{
+	static const char *const ext[] = { ".data", ".log", ".log.new",
+					   ".lock" };
+	char path[PATH_MAX];
+	bool had_data = false;
+
+	for (size_t i = 0; i < sizeof(ext) / sizeof(ext[0]); i++)
+		if (snprintf(path, sizeof(path), "%s/%s%s", dir, name,
+			     ext[i]) < (int)sizeof(path) &&
+		    unlink(path) == 0 && i == 0)
+			had_data = true;
+	return had_data;
+}
+
+/* Remove NAME's files unless a daemon holds them (it removes them at
+ * close). Best effort. */
+static void remove_image(const char *dir, const char *name)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	if (snprintf(path, sizeof(path), "%s/%s.lock", dir, name) >=
+	    (int)sizeof(path))
+		return;
+	fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 && errno != ENOENT)
+		return;
+	if (fd >= 0 && (flock(fd, LOCK_EX | LOCK_NB) < 0 ||
+			!still_at(fd, path))) {
+		close(fd);
+		return;
+	}
+	if (unlink_image(dir, name))
+		lsq_info("cache_dir %s: removed the cache of the image "
+			 "published before at this location", dir);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* The NAME location-HASH names, or "" */
+static void read_location(const char *path, char name[40])
+{
+	char buf[40];
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf)) : -1;
+
+	name[0] = '\0';
+	if (fd >= 0)
+		close(fd);
+	if (n != 33 || buf[32] != '\n' ||
+	    strspn(buf, "0123456789abcdef") != 32)
+		return;
+	memcpy(name, buf, 32);
+	name[32] = '\0';
+}
+
+/* Written whole or not at all: a fresh file renamed over the old. */
+static void write_location(const char *path, const char *name)
+{
+	char tmp[PATH_MAX], line[40];
+	int fd, n = snprintf(line, sizeof(line), "%s\n", name);
+
+	if (snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= (int)sizeof(tmp))
+		return;
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (write(fd, line, (size_t)n) != n || fchmod(fd, 0600) != 0 ||
+	    close(fd) != 0 || rename(tmp, path) != 0)
+		(void)unlink(tmp);
+}
+
+/* Make NAME the image location holds, removing the one before. */
+static void claim_location(struct lsq_disk_cache *dc, const char *location)
+{
+	char loc[40], before[40];
+	uint64_t h1, h2;
+
+	name_of(location, loc, &h1, &h2);
+	if (asprintf(&dc->location_path, "%s/location-%s", dc->dir, loc) < 0) {
+		dc->location_path = NULL;
+		return;
+	}
+	read_location(dc->location_path, before);
+	if (strcmp(before, dc->name) == 0)
+		return;
+	if (before[0])
+		remove_image(dc->dir, before);
+	write_location(dc->location_path, dc->name);
+}
+
+/* At close, under the flock: an image its location no longer names is
+ * removed (a newer version was opened there while this one ran). */
+static void leave_location(struct lsq_disk_cache *dc)
+{
+	char now[40];
+
+	if (!dc->location_path)
+		return;
+	read_location(dc->location_path, now);
+	if (now[0] && strcmp(now, dc->name) != 0 &&
+	    unlink_image(dc->dir, dc->name))
+		lsq_info("cache_dir %s: removed this image's cache, as a "
+			 "newer one was opened at its location", dc->dir);
+}
+
+/* Take NAME's lock, again if the file was removed (and perhaps created
+ * anew) between our open and our flock. */
+static int lock_image(struct lsq_disk_cache *dc, const char *dir,
+		      char *err, size_t errlen)
+{
+	for (int tries = 0; tries < 4; tries++) {
+		char *path = NULL;
+		bool ours;
+
+		dc->lock_fd = open_file(dir, dc->name, ".lock", O_RDWR, &path);
+		if (dc->lock_fd < 0) {
+			snprintf(err, errlen, "cache_dir %s: %s", dir,
+				 strerror(errno));
+			return LSQ_ERR_IO;
+		}
+		if (flock(dc->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+			if (errno == EWOULDBLOCK)
+				snprintf(err, errlen,
+					 "cache_dir %s: this image's cache is in use by another daemon",
+					 dir);
+			else
+				snprintf(err, errlen, "cache_dir %s: lock: %s",
+					 dir, strerror(errno));
+			free(path);
+			return LSQ_ERR_IO;
+		}
+		ours = still_at(dc->lock_fd, path);
+		free(path);
+		if (ours)
+			return LSQ_OK;
+		close(dc->lock_fd);
+		dc->lock_fd = -1;
+	}
+	snprintf(err, errlen, "cache_dir %s: this image's cache is being "
+		 "removed by another daemon", dir);
+	return LSQ_ERR_IO;
+}
+
 int lsq_disk_cache_open(const char *dir, const char *identity,
-			uint64_t image_size, uint64_t budget,
-			struct lsq_disk_cache **out, char *err, size_t errlen)
+			const char *location, uint64_t image_size,
+			uint64_t budget, struct lsq_disk_cache **out,
+			char *err, size_t errlen)
 {
 	struct lsq_disk_cache *dc;
-	uint64_t h1 = fnv1a64(0xcbf29ce484222325ull, identity);
-	uint64_t h2 = lsq_clock_mix(fnv1a64(0x84222325cbf29ce4ull, identity));
-	char name[40];
 	struct dc_entry **v;
+	uint64_t h1, h2;
 	struct stat st;
 	size_t n = 0;
 	bool reset;
@@ -582,29 +759,23 @@ int lsq_disk_cache_open(const char *dir, const char *identity,
 		pthread_mutex_init(&dc->shards[i].mu, NULL);
 		dc->shards[i].budget = budget / DC_SHARDS;
 	}
+	name_of(identity, dc->name, &h1, &h2);
 	memcpy(dc->header, DC_MAGIC, 8);
 	lsq_put64(dc->header + 8, image_size);
 	lsq_put64(dc->header + 16, h1);
 	lsq_put64(dc->header + 24, h2);
-	snprintf(name, sizeof(name), "%016" PRIx64 "%016" PRIx64, h1, h2);
-
-	dc->lock_fd = open_file(dir, name, ".lock", O_RDWR, NULL);
-	if (dc->lock_fd < 0)
-		goto fail_errno;
-	if (flock(dc->lock_fd, LOCK_EX | LOCK_NB) < 0) {
-		if (errno == EWOULDBLOCK)
-			snprintf(err, errlen,
-				 "cache_dir %s: this image's cache is in use by another daemon",
-				 dir);
-		else
-			snprintf(err, errlen, "cache_dir %s: lock: %s", dir,
-				 strerror(errno));
+	dc->dir = strdup(dir);
+	if (!dc->dir) {
+		lsq_disk_cache_close(dc);
+		return LSQ_ERR_NOMEM;
+	}
+	if (lock_image(dc, dir, err, errlen) != LSQ_OK) {
 		lsq_disk_cache_close(dc);
 		return LSQ_ERR_IO;
 	}
-	dc->log_fd = open_file(dir, name, ".log", O_RDWR | O_APPEND,
+	dc->log_fd = open_file(dir, dc->name, ".log", O_RDWR | O_APPEND,
 			       &dc->log_path);
-	dc->data_fd = open_file(dir, name, ".data", O_RDWR, NULL);
+	dc->data_fd = open_file(dir, dc->name, ".data", O_RDWR, NULL);
 	if (dc->log_fd < 0 || dc->data_fd < 0 || fstat(dc->data_fd, &st) < 0)
 		goto fail_errno;
 	dc->blksize = st.st_blksize >= 512 && st.st_blksize <= (1 << 20)
@@ -639,6 +810,8 @@ int lsq_disk_cache_open(const char *dir, const char *identity,
 		compact(dc, v, n);
 		free(v);
 	}
+	if (location)
+		claim_location(dc, location);
 	*out = dc;
 	return LSQ_OK;
 
@@ -664,6 +837,7 @@ void lsq_disk_cache_close(struct lsq_disk_cache *dc)
 		free(sh->buckets);
 		pthread_mutex_destroy(&sh->mu);
 	}
+	leave_location(dc);
 	if (dc->data_fd >= 0)
 		close(dc->data_fd);
 	if (dc->log_fd >= 0)
@@ -671,5 +845,7 @@ void lsq_disk_cache_close(struct lsq_disk_cache *dc)
 	if (dc->lock_fd >= 0)
 		close(dc->lock_fd);  /* releases the flock */
 	free(dc->log_path);
+	free(dc->location_path);
+	free(dc->dir);
 	free(dc);
 }

@@ -4,7 +4,7 @@
  *
  * Keyed by the image's identity (for a URL: URL, size and validator), so a
  * remount of the same image reuses it and a changed image never sees the
- * old bytes. Safe against kill -9 at any moment: every range is checked
+ * old bytes; a location (URL) keeps the files of its latest image only. Safe against kill -9 at any moment: every range is checked
  * against its recorded CRC before it is served, so a torn or stale write
  * reads as a miss. One daemon owns an image's cache at a time; a second one
  * gets an error from open and runs without.
@@ -31,12 +31,15 @@ struct lsq_disk_cache_stats {
 
 /* Open (creating dir with mode 0700 and the files if needed) the cache of
  * the image named by identity (any string; only a hash of it reaches the
- * disk). budget: hard bound on the bytes of ranges kept. On failure
- * returns an lsq_err and writes one line to err (e.g. "in use by another
- * daemon"). */
+ * disk). budget: hard bound on the bytes of ranges kept. location (NULL:
+ * none; for a URL its URL and offset, lsq_source.location) keeps one
+ * image: the cache of another image opened there before is removed now,
+ * or by its daemon at close if one holds it. On failure returns an
+ * lsq_err and writes one line to err (e.g. "in use by another daemon"). */
 int lsq_disk_cache_open(const char *dir, const char *identity,
-			uint64_t image_size, uint64_t budget,
-			struct lsq_disk_cache **out, char *err, size_t errlen);
+			const char *location, uint64_t image_size,
+			uint64_t budget, struct lsq_disk_cache **out,
+			char *err, size_t errlen);
 
 /* LSQ_OK and len bytes in buf when [offset, offset+len) is cached and
  * intact; LSQ_ERR_NOT_FOUND otherwise. */

@@ -683,6 +683,13 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 			ret = LSQ_ERR_NOMEM;
 			goto fail;
 		}
+		if (asprintf(&hs->base.location, "%s\n%" PRIu64, m->url,
+			     hs->base_offset) < 0) {
+			free(hs->base.identity);
+			hs->base.identity = hs->base.location = NULL;
+			ret = LSQ_ERR_NOMEM;
+			goto fail;
+		}
 	}
 	free(s3);
 	*out = &hs->base;

@@ -82,7 +82,8 @@ void lsq_source_destroy(struct lsq_source *src)
 {
 	if (src) {
 		free(src->identity);
-		src->identity = NULL;
+		free(src->location);
+		src->identity = src->location = NULL;
 		src->ops->destroy(src);
 	}
 }

@@ -326,8 +326,9 @@ int lsq_store_layer_create(struct lsq_source *inner,
 				 "cache_dir: %s has no ETag or Last-Modified, so a changed image could not be told apart; running without the persistent cache",
 				 inner->name);
 		else if (lsq_disk_cache_open(opt->dir, inner->identity,
-					     inner->size, opt->dir_bytes,
-					     &st->disk, warn, warnlen) != LSQ_OK)
+					     inner->location, inner->size,
+					     opt->dir_bytes, &st->disk, warn,
+					     warnlen) != LSQ_OK)
 			st->disk = NULL;
 	}
 	*out = &st->base;

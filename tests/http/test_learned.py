@@ -9,8 +9,9 @@ one stored in the image, and for a URL the publisher's URL.profile.
 
 Here: the profile carries over to the next version published at the same
 URL (paths gone are skipped, and it converges on the new version's reads);
-a damaged one is one warning and is replaced; two daemons sharing cache_dir
-leave a valid file; learn=off and no cache_dir write none; the publisher's
+a damaged one is one warning and is replaced; the next version's blocks
+replace the last one's in cache_dir; two daemons sharing cache_dir leave a
+valid file; learn=off and no cache_dir write none; the publisher's
 profile is used when nothing was learned, and loses to a learned one. And:
 files are learned in the order they were read, under the 4096-file bound,
 whatever their names; the location drops a URL's query and is a file's
@@ -338,6 +339,84 @@ def test_learned_profile_carries_over_to_next_version(site, versions,
                 [(p, 2) for p in S_DELETED], got
     # four starts without S: every S entry is gone, S2 stays
     check_profile(read_learned(prof), [(p, 0) for p in S2], "at the end")
+    assert temp_files(cache) == []
+
+
+def cached_images(cache):
+    """NAMEs of the images whose blocks cache_dir holds (NAME.data), after
+    checking each has its log and lock and nothing else is left of one."""
+    files = os.listdir(cache)
+    names = sorted(f[:-len(".data")] for f in files if f.endswith(".data"))
+    for ext in (".log", ".lock"):
+        assert sorted(f[:-len(ext)] for f in files
+                      if f.endswith(ext)) == names, files
+    return names
+
+
+def publish_at(site, name, src, when):
+    """publish(), with the file's time set: nginx's ETag is its time and
+    size, so each publication of a file is a version of its own."""
+    url = publish(site, name, src)
+    os.utime(os.path.join(site.root, name), (when, when))
+    return url
+
+
+def test_next_version_replaces_the_cached_blocks(site, versions, mounts,
+                                                 tmp_path):
+    """A location keeps one image's blocks in cache_dir: the mount of the
+    next version at its URL removes the last one's, or, while a daemon
+    still serves the last one, that daemon does when it stops. The
+    learned profile stays: it is the location's."""
+    v1, v2 = versions["v1"], versions["v2"]
+    cache = str(tmp_path / "cache")
+    opts = OPTS + ["cache_dir=" + cache]
+    name = "nextver.sqfs"
+    t = int(time.time()) - 1000
+    url = publish_at(site, name, v1["path"], t)
+    m = mounts(url, opts, name="v1")
+    read_files(m, v1["files"], S)
+    assert m.stop() == []
+    first = cached_images(cache)
+    assert len(first) == 1, first
+
+    publish_at(site, name, v2["path"], t + 1)
+    m = mounts(url, opts, name="v2")
+    second = cached_images(cache)
+    assert len(second) == 1 and second != first, (first, second)
+    assert "removed the cache of the image published before" in m.log()
+    read_files(m, v2["files"], S_REMAINING)
+    assert m.stop() == []
+    assert cached_images(cache) == second
+    assert os.path.exists(profile_path(cache, url))
+
+    # v2's blocks serve its next mount: no request once the prefetch of
+    # the learned profile (from cache_dir) is done
+    m = mounts(url, opts, name="v2-again")
+    wait_prefetch_done(m.mnt)
+    before = stats(m.mnt)
+    read_files(m, v2["files"], S_REMAINING)
+    after = stats(m.mnt)
+    assert after["disk_cache_hits"] > 0, after
+    assert after["http_requests"] == before["http_requests"], (before, after)
+    assert m.stop() == []
+
+    # v3 served by one daemon while v4 mounts beside it: both kept while
+    # both run, v3's go when its daemon stops, v4's stay
+    publish_at(site, name, v1["path"], t + 2)
+    held = mounts(url, opts, name="v3")
+    read_files(held, v1["files"], S[:3])
+    third = cached_images(cache)
+    assert len(third) == 1 and third != second, (second, third)
+    publish_at(site, name, v2["path"], t + 3)
+    m = mounts(url, opts, name="v4")
+    read_files(m, v2["files"], S_REMAINING[:3])
+    both = cached_images(cache)
+    assert len(both) == 2 and third[0] in both, both
+    read_files(held, v1["files"], S[3:6])   # still served, from its cache
+    assert held.stop() == []
+    assert cached_images(cache) == [n for n in both if n != third[0]]
+    assert m.stop() == []
+    assert len(cached_images(cache)) == 1
     assert temp_files(cache) == []
 
 

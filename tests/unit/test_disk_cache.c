@@ -2,7 +2,9 @@
 /*
  * test_disk_cache.c - the persistent cache on a real directory: reuse after
  * reopen, CRC checks, a torn log, the budget on disk, reclaim of unlogged
- * bytes, one owner at a time, and kill -9 in the middle of heavy stores.
+ * bytes, one owner at a time, kill -9 in the middle of heavy stores, and
+ * one image per location (a next version's open removes the last one's
+ * files, or its daemon does at close).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -49,7 +51,7 @@ static struct lsq_disk_cache *open_cache(uint64_t budget, int expect)
 	struct lsq_disk_cache *dc = NULL;
 	char err[256] = "";
 	int ret = lsq_disk_cache_open(dir, "http://example.test/img\n1\nETAG",
-				      IMAGE_SIZE, budget, &dc, err,
+				      NULL, IMAGE_SIZE, budget, &dc, err,
 				      sizeof(err));
 
 	if (ret != expect)
@@ -58,6 +60,37 @@ static struct lsq_disk_cache *open_cache(uint64_t budget, int expect)
 	if (expect != LSQ_OK)
 		CHECK(strstr(err, "in use by another daemon") != NULL);
 	return dc;
+}
+
+/* The cache of identity at location in sub (a directory of its own). */
+static struct lsq_disk_cache *open_at(const char *sub, const char *identity,
+				      const char *location)
+{
+	struct lsq_disk_cache *dc = NULL;
+	char err[256] = "";
+
+	if (lsq_disk_cache_open(sub, identity, location, IMAGE_SIZE, 1u << 30,
+				&dc, err, sizeof(err)) != LSQ_OK)
+		fprintf(stderr, "open %s: %s\n", sub, err);
+	CHECK(dc != NULL);
+	return dc;
+}
+
+/* Files in sub whose name ends with suffix */
+static unsigned count_with(const char *sub, const char *suffix)
+{
+	DIR *d = opendir(sub);
+	struct dirent *e;
+	unsigned n = 0;
+
+	CHECK(d != NULL);
+	while ((e = readdir(d))) {
+		size_t len = strlen(e->d_name), k = strlen(suffix);
+
+		n += len >= k && strcmp(e->d_name + len - k, suffix) == 0;
+	}
+	closedir(d);
+	return n;
 }
 
 static void store(struct lsq_disk_cache *dc, unsigned i)
@@ -258,6 +291,101 @@ static void test_kill9(void)
 	munmap(stored, sizeof(*stored));
 }
 
+static void damage_location_files(const char *sub)
+{
+	DIR *d = opendir(sub);
+	struct dirent *e;
+	char path[600];
+	FILE *f;
+
+	CHECK(d != NULL);
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, "location-", 9) != 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", sub, e->d_name);
+		f = fopen(path, "w");
+		CHECK(f != NULL);
+		fputs("not a name\n", f);
+		fclose(f);
+	}
+	closedir(d);
+}
+
+static unsigned hits_of(struct lsq_disk_cache *dc, unsigned n)
+{
+	unsigned hits = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		hits += (unsigned)lookup(dc, i);
+	return hits;
+}
+
+static void test_one_image_per_location(void)
+{
+	static const char v1[] = "http://example.test/app\n1\n0\n\"v1\"";
+	static const char v2[] = "http://example.test/app\n1\n0\n\"v2\"";
+	static const char v3[] = "http://example.test/app\n1\n0\n\"v3\"";
+	static const char other[] = "http://example.test/lib\n1\n0\n\"v1\"";
+	static const char at[] = "http://example.test/app\n0";
+	struct lsq_disk_cache *dc, *held;
+	char sub[300];
+
+	snprintf(sub, sizeof(sub), "%s/location", dir);
+	dc = open_at(sub, other, "http://example.test/lib\n0");
+	for (unsigned i = 0; i < 10; i++)
+		store(dc, i);
+	lsq_disk_cache_close(dc);
+
+	/* v1, then v2 at the same location: v1's files go at v2's open */
+	dc = open_at(sub, v1, at);
+	for (unsigned i = 0; i < 10; i++)
+		store(dc, i);
+	lsq_disk_cache_close(dc);
+	CHECK_EQ_INT(count_with(sub, ".data"), 2);
+	dc = open_at(sub, v2, at);
+	CHECK_EQ_INT(count_with(sub, ".data"), 2);
+	CHECK_EQ_INT(count_with(sub, ".lock"), 2);
+	CHECK_EQ_INT(count_with(sub, ".log"), 2);
+	for (unsigned i = 0; i < 5; i++)
+		store(dc, i);
+	lsq_disk_cache_close(dc);
+
+	/* held by a daemon (v2 now), v3 opened beside it: v2's files stay
+	 * while held, and go when it closes; v3 keeps its own */
+	held = open_at(sub, v2, at);
+	CHECK_EQ_INT(hits_of(held, 10), 5);
+	dc = open_at(sub, v3, at);
+	CHECK_EQ_INT(count_with(sub, ".data"), 3);
+	store(dc, 0);
+	lsq_disk_cache_close(held);
+	CHECK_EQ_INT(count_with(sub, ".data"), 2);
+	CHECK_EQ_INT(count_with(sub, ".lock"), 2);
+	lsq_disk_cache_close(dc);
+	dc = open_at(sub, v3, at);
+	CHECK_EQ_INT(hits_of(dc, 10), 1);
+	lsq_disk_cache_close(dc);
+
+	/* another location was never touched */
+	dc = open_at(sub, other, "http://example.test/lib\n0");
+	CHECK_EQ_INT(hits_of(dc, 10), 10);
+	lsq_disk_cache_close(dc);
+
+	/* a damaged location file names nothing: nothing is removed on its
+	 * word, and the next open writes it whole again */
+	damage_location_files(sub);
+	dc = open_at(sub, v1, at);
+	CHECK_EQ_INT(count_with(sub, ".data"), 3);
+	CHECK_EQ_INT(hits_of(dc, 10), 0);  /* v1's cache was removed before */
+	lsq_disk_cache_close(dc);
+	dc = open_at(sub, v3, at);  /* v1 was last: its files go now */
+	CHECK_EQ_INT(count_with(sub, ".data"), 2);
+	CHECK_EQ_INT(hits_of(dc, 10), 1);
+	lsq_disk_cache_close(dc);
+	CHECK_EQ_INT(count_with(sub, ".lock"), 2);
+	/* and nothing else: two images' three files, two locations, . and .. */
+	CHECK_EQ_INT(count_with(sub, ""), 2 * 3 + 2 + 2);
+}
+
 int main(void)
 {
 	const char *tmp = getenv("TMPDIR");
@@ -268,6 +396,7 @@ int main(void)
 	test_torn_log_and_reclaim();
 	test_budget_and_owner();
 	test_kill9();
+	test_one_image_per_location();
 	{
 		char cmd[300];
 

@@ -353,6 +353,16 @@ def cached_images(cache):
     return names
 
 
+def wait_cached_images(cache, n, timeout=30):
+    """cached_images() once n images' lock files are left: the last
+    version's files are removed on a thread of their own, the lock last."""
+    deadline = time.monotonic() + timeout
+    while sum(f.endswith(".lock") for f in os.listdir(cache)) != n:
+        assert time.monotonic() < deadline, os.listdir(cache)
+        time.sleep(0.02)
+    return cached_images(cache)
+
+
 def publish_at(site, name, src, when):
     """publish(), with the file's time set: nginx's ETag is its time and
     size, so each publication of a file is a version of its own."""
@@ -381,9 +391,12 @@ def test_next_version_replaces_the_cached_blocks(site, versions, mounts,
 
     publish_at(site, name, v2["path"], t + 1)
     m = mounts(url, opts, name="v2")
-    second = cached_images(cache)
+    second = wait_cached_images(cache, 1)
     assert len(second) == 1 and second != first, (first, second)
-    assert "removed the cache of the image published before" in m.log()
+    deadline = time.monotonic() + 10   # logged once the files are gone
+    while "removed the cache of the image published before" not in m.log():
+        assert time.monotonic() < deadline, m.log()
+        time.sleep(0.02)
     read_files(m, v2["files"], S_REMAINING)
     assert m.stop() == []
     assert cached_images(cache) == second

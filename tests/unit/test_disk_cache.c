@@ -93,6 +93,16 @@ static unsigned count_with(const char *sub, const char *suffix)
 	return n;
 }
 
+/* count_with(), once it is want or after 10 s */
+static unsigned wait_count(const char *sub, const char *suffix, unsigned want)
+{
+	unsigned n;
+
+	for (int i = 0; (n = count_with(sub, suffix)) != want && i < 1000; i++)
+		usleep(10000);
+	return n;
+}
+
 static void store(struct lsq_disk_cache *dc, unsigned i)
 {
 	static uint8_t buf[RANGE_LEN];
@@ -343,8 +353,8 @@ static void test_one_image_per_location(void)
 	lsq_disk_cache_close(dc);
 	CHECK_EQ_INT(count_with(sub, ".data"), 2);
 	dc = open_at(sub, v2, at);
+	CHECK_EQ_INT(wait_count(sub, ".lock", 2), 2);  /* removed on a thread */
 	CHECK_EQ_INT(count_with(sub, ".data"), 2);
-	CHECK_EQ_INT(count_with(sub, ".lock"), 2);
 	CHECK_EQ_INT(count_with(sub, ".log"), 2);
 	for (unsigned i = 0; i < 5; i++)
 		store(dc, i);
@@ -355,12 +365,13 @@ static void test_one_image_per_location(void)
 	held = open_at(sub, v2, at);
 	CHECK_EQ_INT(hits_of(held, 10), 5);
 	dc = open_at(sub, v3, at);
-	CHECK_EQ_INT(count_with(sub, ".data"), 3);
 	store(dc, 0);
+	lsq_disk_cache_close(dc);  /* joins its removal, which found v2 held */
+	CHECK_EQ_INT(count_with(sub, ".data"), 3);
+	CHECK_EQ_INT(hits_of(held, 10), 5);
 	lsq_disk_cache_close(held);
 	CHECK_EQ_INT(count_with(sub, ".data"), 2);
 	CHECK_EQ_INT(count_with(sub, ".lock"), 2);
-	lsq_disk_cache_close(dc);
 	dc = open_at(sub, v3, at);
 	CHECK_EQ_INT(hits_of(dc, 10), 1);
 	lsq_disk_cache_close(dc);
@@ -378,6 +389,7 @@ static void test_one_image_per_location(void)
 	CHECK_EQ_INT(hits_of(dc, 10), 0);  /* v1's cache was removed before */
 	lsq_disk_cache_close(dc);
 	dc = open_at(sub, v3, at);  /* v1 was last: its files go now */
+	CHECK_EQ_INT(wait_count(sub, ".lock", 2), 2);
 	CHECK_EQ_INT(count_with(sub, ".data"), 2);
 	CHECK_EQ_INT(hits_of(dc, 10), 1);
 	lsq_disk_cache_close(dc);

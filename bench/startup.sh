@@ -136,7 +136,10 @@ prepare() {  # W
 		echo "$stamp" >"$d/img.stamp"
 		rm -f "$d/v2.stamp"
 	fi
-	if has_row nextver && { [ "$(cat "$d/v2.stamp" 2>/dev/null)" != "$stamp" ] ||
+	# a changed startup_nextver.py makes the next version again
+	local v2stamp
+	v2stamp="$stamp $(sha256sum "$here/startup_nextver.py" | cut -c1-16)"
+	if has_row nextver && { [ "$(cat "$d/v2.stamp" 2>/dev/null)" != "$v2stamp" ] ||
 		{ [ ! -e "$d/no-v2" ] &&
 			{ [ ! -s "$www/$w-v2.sqfs" ] || [ ! -s "$d/changed.json" ]; }; }; }; then
 		log "$w: the next version (5% of the files changed)"
@@ -160,7 +163,7 @@ prepare() {  # W
 		else
 			die "$w: startup_nextver.py mutate failed"
 		fi
-		echo "$stamp" >"$d/v2.stamp"
+		echo "$v2stamp" >"$d/v2.stamp"
 	fi
 }
 # the one-workload layout of before (work/tree, www/img.sqfs): 1 GB

@@ -8,8 +8,8 @@
       and rewritten as its old bytes plus an appended change, so the
       programs of the workloads keep working: ELF files and .pyc get
       bytes nobody reads (a loader and marshal ignore what follows),
-      C/C++ headers and ld scripts a /* comment */, other text a #
-      comment. Files of other kinds (archives, compressed, other
+      C/C++ headers and ld scripts a /* comment */, JavaScript a //
+      comment, JSON trailing blanks, other text a # comment. Files of other kinds (archives, compressed, other
       binaries) and .py sources (their .pyc would go stale) are left
       alone. Writes the changed paths to LIST_OUT.
 
@@ -30,6 +30,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import Image  # noqa: E402
 
+JS_EXT = {".js", ".mjs", ".cjs"}
 HEADER_EXT = {".h", ".hh", ".hpp", ".hxx", ".tcc", ".c", ".cc", ".cpp",
               ".def", ".inc"}
 SKIP_EXT = {".py", ".gz", ".xz", ".bz2", ".zst", ".zip", ".jar", ".a",
@@ -37,7 +38,8 @@ SKIP_EXT = {".py", ".gz", ".xz", ".bz2", ".zst", ".zip", ".jar", ".a",
 
 
 def kind(path):
-    """'elf', 'pyc', 'header', 'text' or None (leave alone)."""
+    """'elf', 'pyc', 'header', 'js', 'json', 'text' or None (leave
+    alone)."""
     name = os.path.basename(path)
     ext = os.path.splitext(name)[1]
     if ext in SKIP_EXT:
@@ -54,6 +56,10 @@ def kind(path):
     if ext in HEADER_EXT or "/include/" in path or \
             head.startswith(b"/* GNU ld script"):
         return "header"
+    if ext in JS_EXT:
+        return "js"
+    if ext == ".json":
+        return "json"
     return "text"
 
 
@@ -83,6 +89,10 @@ def mutate(tree, list_out, fraction):
                 extra = hashlib.sha256(tag.encode()).digest() * 128  # 4 KiB
             elif k == "header":
                 extra = ("\n/* version 2: %s */\n" % tag).encode()
+            elif k == "js":
+                extra = ("\n// version 2: %s\n" % tag).encode()
+            elif k == "json":   # blanks may follow a JSON value
+                extra = b"\n" + b" " * (1 + int(tag[:4], 16) % 256) + b"\n"
             else:
                 extra = ("\n# version 2: %s\n" % tag).encode()
             os.unlink(p)   # break the hard link to the first version

@@ -37,6 +37,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -670,7 +671,11 @@ static void write_location(const char *path, const char *name)
 static void *remover_main(void *arg)
 {
 	struct lsq_disk_cache *dc = arg;
+	struct sched_param sp = { 0 };
 
+	/* behind the start the mount serves, as background fetch is */
+	pthread_setname_np(pthread_self(), "sqfs-cache-rm");
+	pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
 	remove_image(dc->dir, dc->before);
 	return NULL;
 }

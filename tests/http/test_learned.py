@@ -418,14 +418,14 @@ def test_next_version_replaces_the_cached_blocks(site, versions, mounts,
     publish_at(site, name, v1["path"], t + 2)
     held = mounts(url, opts, name="v3")
     read_files(held, v1["files"], S[:3])
-    third = cached_images(cache)
+    third = wait_cached_images(cache, 1)
     assert len(third) == 1 and third != second, (second, third)
     publish_at(site, name, v2["path"], t + 3)
     m = mounts(url, opts, name="v4")
     read_files(m, v2["files"], S_REMAINING[:3])
     both = cached_images(cache)
     assert len(both) == 2 and third[0] in both, both
-    read_files(held, v1["files"], S[3:6])   # still served, from its cache
+    read_files(held, v1["files"], S[3:6])   # still served, and cached
     assert held.stop() == []
     assert cached_images(cache) == [n for n in both if n != third[0]]
     assert m.stop() == []

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import socket
+import stat
 import subprocess
 import threading
 import time
@@ -16,7 +17,7 @@ import urllib.request
 
 import pytest
 
-from conftest import daemon, require, try_mount
+from conftest import daemon, mksquashfs, require, try_mount
 from servers import free_port
 from test_cache import stats
 
@@ -181,6 +182,47 @@ def histogram(text, name, **labels):
         elif n == name + "_count":
             count = v
     return buckets, total, count
+
+
+def test_a_walk_that_stats_every_entry_sends_no_lookup(mounts, tmp_path):
+    """Listings are always READDIRPLUS, never the kernel's "auto" choice,
+    which lists the rest of a directory after its first reply (32 KiB,
+    about 200 entries) with plain READDIR: every entry then cost a LOOKUP
+    when a walk lstat()s it (find -printf %s, ls -l, du, rsync; the
+    bench's find over 45k entries sent 25,748, docs/decisions.md,
+    2026-11-28). A directory of 600 entries and a few small ones: no
+    LOOKUP at all, and what the walk stats is the tree's."""
+    tree = tmp_path / "tree"
+    for i in range(600):
+        (tree / "wide").mkdir(parents=True, exist_ok=True)
+        (tree / "wide" / ("entry-%04d" % i)).write_bytes(b"x" * (i % 50))
+    for i in range(5):
+        (tree / ("d%d" % i) / "sub").mkdir(parents=True)
+        (tree / ("d%d" % i) / "sub" / "f").write_bytes(b"y" * i)
+    img = str(tmp_path / "wide.sqfs")
+    mksquashfs(str(tree), img)
+    port = free_port()
+    m = mounts(img, ["metrics=127.0.0.1:%d" % port])
+
+    def lstat_all(top):
+        out = {}
+        for root, dirs, files in os.walk(top):
+            for name in dirs + files:
+                path = os.path.join(root, name)
+                st = os.lstat(path)
+                out[os.path.relpath(path, top)] = (
+                    stat.S_IFMT(st.st_mode),
+                    None if stat.S_ISDIR(st.st_mode) else st.st_size)
+        return out
+
+    got = lstat_all(m.mnt)
+    assert len(got) == 600 + 1 + 5 * 3 and got == lstat_all(str(tree))
+    text = scrape_tcp(port)[2]
+    lookups = histogram(text, "sqfs_lazy_fuse_request_seconds",
+                        op="lookup")[2]
+    assert not lookups, lookups
+    assert histogram(text, "sqfs_lazy_fuse_request_seconds",
+                     op="readdirplus")[2] >= 2 + 5 * 2
 
 
 def test_histograms(nginx, mounts):

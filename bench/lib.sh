@@ -15,6 +15,15 @@ drop_caches() {
 	echo 3 >/proc/sys/vm/drop_caches
 }
 
+# CPU time the hypervisor gave to others (steal in /proc/stat), in
+# USER_HZ ticks summed over the CPUs. On a shared VM a run that lost much
+# of its CPU measured the host, not the build.
+steal_ticks() { awk '/^cpu /{print $9; exit}' /proc/stat; }
+steal_secs_since() {  # TICKS: CPU seconds stolen since, 2 decimals
+	awk -v a="$1" -v b="$(steal_ticks)" -v hz="$(getconf CLK_TCK)" \
+		'BEGIN{printf "%.2f", (b-a)/hz}'
+}
+
 # Mounted at all, even when its FUSE daemon died: findmnt reads the mount
 # table and never touches the mount point (a stat of a dead FUSE mount
 # fails with ENOTCONN; util-linux's "mountpoint -q" may or may not notice).

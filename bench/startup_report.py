@@ -19,7 +19,7 @@ import json
 import os
 import sys
 
-from benchlib import fmt_bytes, med, read_meta, read_tsv, render, render_md
+from benchlib import fmt_bytes, med, num, read_meta, read_tsv, render, render_md
 
 ROWS = [("kernel", "kernel loop mount of a local copy"),
         ("kernel_next", "kernel loop mount, next version"),
@@ -174,7 +174,12 @@ def fmt_s(v):
 
 def main(run):
     meta = read_meta(run)[0]
-    runs = read_tsv(os.path.join(run, "raw", "runs.tsv"))
+    every = read_tsv(os.path.join(run, "raw", "runs.tsv"))
+    # a run the host stole too much CPU from was run again (startup.sh
+    # --max-steal); older runs have no such column
+    runs = [r for r in every if r.get("kept", "1") != "0"]
+    again = len(every) - len(runs)
+    stolen = sum(num(r.get("steal_s")) or 0 for r in runs)
     for r in runs:
         r.setdefault("workload", "python")
         if "wl.python.image_bytes" not in meta and "image_bytes" in meta:
@@ -215,6 +220,12 @@ def main(run):
                    meta.get("measured_source_commit", "?")[:12]),
                lazy_args or "none",
                meta.get("command") or meta.get("cmdline", "?")))
+    if "steal_s" in (every[0] if every else {}):
+        top += "\nCPU stolen by the host (steal) during the runs: %.1f s" \
+            % stolen
+        if (num(meta.get("max_steal")) or 1) < 1:
+            top += "; %d runs repeated after losing more than %s of " \
+                "their CPU time to it" % (again, meta["max_steal"])
     out = [top]
     md = ["# startup.sh %s" % os.path.basename(run), "",
           top.replace("\n", "\n\n")]

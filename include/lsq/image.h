@@ -147,6 +147,12 @@ int lsq_image_read(struct lsq_image *img, const struct lsq_inode *file,
 		   void *buf, size_t len, uint64_t offset,
 		   lsq_long_work_fn long_work, size_t *nread);
 
+/* The fragment block holding all of regular file file (it has no data
+ * block: under a block and packed with others), or UINT32_MAX. A packer
+ * writes a directory's small files into fragment blocks in turn. */
+uint32_t lsq_file_only_fragment(const struct lsq_image *img,
+				const struct lsq_inode *file);
+
 /* Symlink target as a malloc'd NUL-terminated string the caller frees. */
 int lsq_image_readlink(struct lsq_image *img, const struct lsq_inode *link,
 		       char **target);

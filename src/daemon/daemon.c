@@ -548,6 +548,7 @@ static int run_mount(struct lsq_mount_options *opt)
 		lsq_err_log("record=%s: %s", opt->record, strerror(errno));
 		goto out_destroy;
 	}
+	m.no_neighbour_push = opt->record != NULL;
 	/* with cache_dir, every mount learns what its start reads */
 	learned_path = opt->learn ? lsq_learned_profile_path(opt->cache_opts.dir,
 							     opt->image)

@@ -56,6 +56,10 @@ struct lsq_mount {
 	bool local_image;
 	struct lsq_page_store page_store; /* initialised in init */
 	struct lsq_recorder *recorder; /* -o record=; NULL: off */
+	/* -o record=: each file a start reads must reach the recorder, so
+	 * no small file is pushed to the page cache beside another one's
+	 * read (page_store.h); a learned profile needs only the blocks */
+	bool no_neighbour_push;
 	/* set once in init, before any other request */
 	bool zero_open;         /* answer open with ENOSYS (no open/release) */
 	bool zero_opendir;      /* same for opendir/releasedir */

@@ -491,6 +491,9 @@ static int fill_dirent(void *ctx, const struct lsq_dirent *ent)
 		if (f->m->recorder)
 			lsq_recorder_name(f->m->recorder, f->dir_ino, name,
 					  ent->name_len, e.ino);
+		if (!f->m->no_neighbour_push)
+			lsq_page_store_listed(&f->m->page_store, e.ino,
+					      &inode);
 	}
 	f->used += fuse_add_direntry_plus(f->req, f->buf + f->used, room, name,
 					  &e, next);

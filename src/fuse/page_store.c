@@ -17,6 +17,7 @@ void lsq_page_store_init(struct lsq_page_store *ps, struct lsq_image *img,
 	ps->se = se;
 	pthread_mutex_init(&ps->lock, NULL);
 	pthread_cond_init(&ps->cond, NULL);
+	ps->neighbours = lsq_frag_neighbours_new();
 	ps->initialised = true;
 }
 
@@ -24,9 +25,19 @@ static void store_one(struct lsq_page_store *ps, uint8_t *buf,
 		      const struct lsq_page_store_req *r)
 {
 	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(0);
+	struct lsq_inode whole;
+	const struct lsq_inode *file = &r->inode;
+	uint64_t len = r->len;
 	size_t n = 0;
 
-	if (lsq_image_read(ps->img, &r->inode, buf, (size_t)r->len, r->offset,
+	if (r->whole) {
+		if (lsq_image_inode(ps->img, r->inode.ref, &whole) ||
+		    lsq_file_only_fragment(ps->img, &whole) == UINT32_MAX)
+			return;
+		file = &whole;
+		len = whole.size;  /* under a block: fits the buffer */
+	}
+	if (lsq_image_read(ps->img, file, buf, (size_t)len, r->offset,
 			   NULL, &n) || n == 0)
 		return; /* the read path reports image errors */
 	bv.buf[0].mem = buf;
@@ -54,7 +65,8 @@ static void *store_thread(void *arg)
 		r = ps->queue[ps->head];
 		ps->head = (ps->head + 1) % LSQ_PAGE_STORE_QUEUE;
 		ps->count--;
-		ps->stored_bytes += r.len;
+		if (!r.whole)
+			ps->stored_bytes += r.len;
 		pthread_mutex_unlock(&ps->lock);
 		store_one(ps, buf, &r);
 		pthread_mutex_lock(&ps->lock);
@@ -64,6 +76,65 @@ static void *store_thread(void *arg)
 	return NULL;
 }
 
+/* The store's thread, started on first use (after the daemon forked);
+ * false when it is stopped or cannot start. Under ps->lock. */
+static bool running(struct lsq_page_store *ps)
+{
+	if (ps->stop)
+		return false;
+	if (!ps->started) {
+		if (pthread_create(&ps->thread, NULL, store_thread, ps) != 0) {
+			ps->stop = true;
+			lsq_log(LSQ_LOG_WARNING, "page store disabled: cannot start its thread");
+			return false;
+		}
+		ps->started = true;
+	}
+	return true;
+}
+
+/* Queue one request, or count it dropped. Under ps->lock. */
+static void enqueue(struct lsq_page_store *ps,
+		    const struct lsq_page_store_req *req)
+{
+	if (ps->count == LSQ_PAGE_STORE_QUEUE) {
+		ps->dropped++;
+		return;
+	}
+	ps->queue[(ps->head + ps->count) % LSQ_PAGE_STORE_QUEUE] = *req;
+	ps->count++;
+	pthread_cond_signal(&ps->cond);
+}
+
+void lsq_page_store_listed(struct lsq_page_store *ps, fuse_ino_t ino,
+			   const struct lsq_inode *file)
+{
+	if (ps->se)
+		lsq_frag_neighbours_note(ps->neighbours,
+					 lsq_file_only_fragment(ps->img, file),
+					 ino, file->ref);
+}
+
+/* Queue the neighbours a read handed out (whole files), while a quarter
+ * of the queue stays for the block ranges of reads; the rest are dropped
+ * (their readers fetch them). Under ps->lock. */
+static void queue_neighbours(struct lsq_page_store *ps,
+			     const struct lsq_frag_neighbour *nb, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct lsq_page_store_req r = {
+			.ino = nb[i].ino, .inode = { .ref = nb[i].ref },
+			.whole = true,
+		};
+
+		if (ps->count >= LSQ_PAGE_STORE_QUEUE / 4 * 3) {
+			ps->dropped += n - i;
+			return;
+		}
+		enqueue(ps, &r);
+	}
+}
+
 void lsq_page_store_after_read(struct lsq_page_store *ps, fuse_ino_t ino,
 			       const struct lsq_inode *file, uint64_t offset,
 			       uint64_t len)
@@ -71,56 +142,50 @@ void lsq_page_store_after_read(struct lsq_page_store *ps, fuse_ino_t ino,
 	uint64_t bs = lsq_image_info(ps->img)->block_size;
 	uint64_t start = offset & ~(bs - 1);
 	uint64_t end = (offset + len + bs - 1) & ~(bs - 1);
+	struct lsq_frag_neighbour nb[LSQ_NB_PER_SLOT];
+	size_t n = 0;
+	bool own;
 
 	if (!ps->se || len == 0)
 		return;
 	if (end > file->size)
 		end = file->size;
-	/* A read that already covered its blocks left nothing to store. */
-	if (start == offset && end <= offset + len)
+	/* A read that already covered its blocks left nothing of its own
+	 * to store; a small file's first read hands out the files listed
+	 * in its fragment block (once each; striped locks, not ours). */
+	own = !(start == offset && end <= offset + len);
+	if (offset == 0)
+		n = lsq_frag_neighbours_take(
+			ps->neighbours, lsq_file_only_fragment(ps->img, file),
+			ino, nb, LSQ_NB_PER_SLOT);
+	if (!own && n == 0)
 		return;
 	/* one block at a time keeps the thread's buffer at a block */
 	if (end - start > bs)
 		end = start + bs;
 
 	pthread_mutex_lock(&ps->lock);
-	if (ps->stop) {
+	if (!running(ps)) {
 		pthread_mutex_unlock(&ps->lock);
 		return;
 	}
-	if (!ps->started) {
-		/* Started on first use, after the daemon forked. */
-		if (pthread_create(&ps->thread, NULL, store_thread, ps) != 0) {
-			ps->stop = true;
-			pthread_mutex_unlock(&ps->lock);
-			lsq_log(LSQ_LOG_WARNING, "page store disabled: cannot start its thread");
-			return;
-		}
-		ps->started = true;
-	}
-	if (ps->count > 0) {
+	if (own && ps->count > 0) {
 		/* neighbouring 4 KiB reads of one block queue it once */
 		const struct lsq_page_store_req *last =
 			&ps->queue[(ps->head + ps->count - 1) % LSQ_PAGE_STORE_QUEUE];
 
-		if (last->ino == ino && last->offset == start) {
-			pthread_mutex_unlock(&ps->lock);
-			return;
-		}
+		if (!last->whole && last->ino == ino && last->offset == start)
+			own = false;
 	}
-	if (ps->count == LSQ_PAGE_STORE_QUEUE) {
-		ps->dropped++;
-	} else {
-		struct lsq_page_store_req *r =
-			&ps->queue[(ps->head + ps->count) % LSQ_PAGE_STORE_QUEUE];
+	if (own) {
+		struct lsq_page_store_req r = {
+			.ino = ino, .inode = *file, .offset = start,
+			.len = end - start,
+		};
 
-		r->ino = ino;
-		r->inode = *file;
-		r->offset = start;
-		r->len = end - start;
-		ps->count++;
-		pthread_cond_signal(&ps->cond);
+		enqueue(ps, &r);
 	}
+	queue_neighbours(ps, nb, n);
 	pthread_mutex_unlock(&ps->lock);
 }
 
@@ -162,5 +227,7 @@ void lsq_page_store_fini(struct lsq_page_store *ps)
 		return; /* it may still take the lock once; keep it valid */
 	pthread_cond_destroy(&ps->cond);
 	pthread_mutex_destroy(&ps->lock);
+	lsq_frag_neighbours_free(ps->neighbours);
+	ps->neighbours = NULL;
 	ps->initialised = false;
 }

@@ -10,6 +10,11 @@
  * cache with fuse_lowlevel_notify_store(), so the neighbouring reads never
  * reach the daemon.
  *
+ * The same for small files: a READ of a file that lies wholly in a
+ * fragment block also queues the other files listed in that block
+ * (frag_neighbours.h), whole, so a walk that reads a directory's files
+ * in turn sends one READ per fragment block, not one per file.
+ *
  * Why a thread: notify_store waits on page locks, and a page may be locked
  * by a read that is queued for a worker. Workers therefore never block on
  * the store: they queue and go on (a full queue drops the request); the
@@ -24,15 +29,17 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "fuse/frag_neighbours.h"
 #include "lsq/image.h"
 
-#define LSQ_PAGE_STORE_QUEUE 64
+#define LSQ_PAGE_STORE_QUEUE 256
 
 struct lsq_page_store_req {
 	fuse_ino_t ino;
-	struct lsq_inode inode;
+	struct lsq_inode inode;  /* whole: only .ref, decoded by the thread */
 	uint64_t offset;
 	uint64_t len;
+	bool whole;              /* the whole file, a fragment neighbour */
 };
 
 struct lsq_page_store {
@@ -48,6 +55,7 @@ struct lsq_page_store {
 	bool started, stop;
 	uint64_t stored_bytes, dropped;
 	pthread_t thread;
+	struct lsq_frag_neighbours *neighbours;  /* NULL: none noted */
 };
 
 /* img and se are borrowed for the store's life. Starts no thread. */
@@ -59,6 +67,11 @@ void lsq_page_store_init(struct lsq_page_store *ps, struct lsq_image *img,
 void lsq_page_store_after_read(struct lsq_page_store *ps, fuse_ino_t ino,
 			       const struct lsq_inode *file, uint64_t offset,
 			       uint64_t len);
+
+/* A listing handed the kernel file as node ino: note it if it lies wholly
+ * in a fragment block. Cheap, never blocks on the store. */
+void lsq_page_store_listed(struct lsq_page_store *ps, fuse_ino_t ino,
+			   const struct lsq_inode *file);
 
 /* Stop and join the thread; pending requests are dropped and later ones
  * ignored. Idempotent; a no-op on a store that was never initialised

@@ -352,6 +352,16 @@ static int block_list_seek(struct lsq_image *img, const struct lsq_inode *file,
 	return LSQ_OK;
 }
 
+uint32_t lsq_file_only_fragment(const struct lsq_image *img,
+				const struct lsq_inode *file)
+{
+	/* priv.c is the fragment index; no fragment is 0xffffffff */
+	if (!S_ISREG(file->mode) || file->size == 0 ||
+	    file->size >= img->sb.block_size || file->priv.c >= UINT32_MAX)
+		return UINT32_MAX;
+	return (uint32_t)file->priv.c;
+}
+
 static int read_fragment_tail(struct lsq_image *img,
 			      const struct lsq_inode *file, uint8_t *dst,
 			      uint64_t in_block, size_t n,

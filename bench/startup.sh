@@ -63,7 +63,7 @@ while [ $# -gt 0 ]; do
 	--work) work=${2:?}; shift ;;
 	--results) results=${2:?}; shift ;;
 	--max-steal) max_steal=${2:?}; shift ;;
-	-h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown option $1 (try --help)" ;;
 	esac
 	shift

@@ -223,11 +223,13 @@ void lsq_page_store_fini(struct lsq_page_store *ps)
 	if (!ps->initialised)
 		return;
 	lsq_page_store_stop(ps, false);
+	/* only request threads use it, and none runs any more; the store's
+	 * thread never does */
+	lsq_frag_neighbours_free(ps->neighbours);
+	ps->neighbours = NULL;
 	if (ps->abandoned)
 		return; /* it may still take the lock once; keep it valid */
 	pthread_cond_destroy(&ps->cond);
 	pthread_mutex_destroy(&ps->lock);
-	lsq_frag_neighbours_free(ps->neighbours);
-	ps->neighbours = NULL;
 	ps->initialised = false;
 }

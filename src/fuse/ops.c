@@ -182,7 +182,8 @@ static void lsq_op_init(void *userdata, struct fuse_conn_info *conn)
 	 * directory caches kept (FOPEN_KEEP_CACHE | FOPEN_CACHE_DIR are
 	 * its defaults then). Nothing is per-open here, so every open and
 	 * close becomes free. */
-	lsq_page_store_init(&m->page_store, m->img, m->se);
+	lsq_page_store_init(&m->page_store, m->img, m->se,
+			    !m->no_neighbour_push);
 	m->zero_open = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
 	m->zero_opendir = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
 	/* Cached pages can never be stale: skip the kernel's mtime/size
@@ -491,9 +492,7 @@ static int fill_dirent(void *ctx, const struct lsq_dirent *ent)
 		if (f->m->recorder)
 			lsq_recorder_name(f->m->recorder, f->dir_ino, name,
 					  ent->name_len, e.ino);
-		if (!f->m->no_neighbour_push)
-			lsq_page_store_listed(&f->m->page_store, e.ino,
-					      &inode);
+		lsq_page_store_listed(&f->m->page_store, e.ino, &inode);
 	}
 	f->used += fuse_add_direntry_plus(f->req, f->buf + f->used, room, name,
 					  &e, next);
@@ -632,6 +631,7 @@ void lsq_mount_counters(const struct lsq_mount *m, lsq_counter_fn fn,
 	fn(ctx, "fuse_ring_requests", requests, LSQ_COUNTER_TOTAL);
 	fn(ctx, "fuse_in_flight", atomic_load(&requests_in_flight),
 	   LSQ_COUNTER_GAUGE);
+	lsq_page_store_counters(&m->page_store, fn, ctx);
 	read_process(&rss, &peak, &threads);
 	fn(ctx, "process_rss_bytes", rss, LSQ_COUNTER_GAUGE);
 	fn(ctx, "process_rss_peak_bytes", peak, LSQ_COUNTER_GAUGE);

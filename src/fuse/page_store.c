@@ -10,14 +10,15 @@
 #include "common/log.h"
 
 void lsq_page_store_init(struct lsq_page_store *ps, struct lsq_image *img,
-			 struct fuse_session *se)
+			 struct fuse_session *se, bool neighbours)
 {
 	memset(ps, 0, sizeof(*ps));
 	ps->img = img;
 	ps->se = se;
 	pthread_mutex_init(&ps->lock, NULL);
 	pthread_cond_init(&ps->cond, NULL);
-	ps->neighbours = lsq_frag_neighbours_new();
+	if (neighbours)
+		ps->neighbours = lsq_frag_neighbours_new();
 	ps->initialised = true;
 }
 
@@ -43,7 +44,12 @@ static void store_one(struct lsq_page_store *ps, uint8_t *buf,
 	bv.buf[0].mem = buf;
 	bv.buf[0].size = n;
 	/* ENOENT when the kernel forgot the inode meanwhile: harmless */
-	(void)fuse_lowlevel_notify_store(ps->se, r->ino, (off_t)r->offset, &bv, 0);
+	if (fuse_lowlevel_notify_store(ps->se, r->ino, (off_t)r->offset, &bv,
+				       0) == 0) {
+		atomic_fetch_add(&ps->pushed_bytes, n);
+		if (r->whole)
+			atomic_fetch_add(&ps->pushed_files, 1);
+	}
 }
 
 static void *store_thread(void *arg)
@@ -65,8 +71,6 @@ static void *store_thread(void *arg)
 		r = ps->queue[ps->head];
 		ps->head = (ps->head + 1) % LSQ_PAGE_STORE_QUEUE;
 		ps->count--;
-		if (!r.whole)
-			ps->stored_bytes += r.len;
 		pthread_mutex_unlock(&ps->lock);
 		store_one(ps, buf, &r);
 		pthread_mutex_lock(&ps->lock);
@@ -98,7 +102,7 @@ static void enqueue(struct lsq_page_store *ps,
 		    const struct lsq_page_store_req *req)
 {
 	if (ps->count == LSQ_PAGE_STORE_QUEUE) {
-		ps->dropped++;
+		atomic_fetch_add(&ps->dropped, 1);
 		return;
 	}
 	ps->queue[(ps->head + ps->count) % LSQ_PAGE_STORE_QUEUE] = *req;
@@ -109,7 +113,7 @@ static void enqueue(struct lsq_page_store *ps,
 void lsq_page_store_listed(struct lsq_page_store *ps, fuse_ino_t ino,
 			   const struct lsq_inode *file)
 {
-	if (ps->se)
+	if (ps->se && ps->neighbours)
 		lsq_frag_neighbours_note(ps->neighbours,
 					 lsq_file_only_fragment(ps->img, file),
 					 ino, file->ref);
@@ -128,7 +132,7 @@ static void queue_neighbours(struct lsq_page_store *ps,
 		};
 
 		if (ps->count >= LSQ_PAGE_STORE_QUEUE / 4 * 3) {
-			ps->dropped += n - i;
+			atomic_fetch_add(&ps->dropped, n - i);
 			return;
 		}
 		enqueue(ps, &r);
@@ -154,7 +158,7 @@ void lsq_page_store_after_read(struct lsq_page_store *ps, fuse_ino_t ino,
 	 * to store; a small file's first read hands out the files listed
 	 * in its fragment block (once each; striped locks, not ours). */
 	own = !(start == offset && end <= offset + len);
-	if (offset == 0)
+	if (offset == 0 && ps->neighbours)
 		n = lsq_frag_neighbours_take(
 			ps->neighbours, lsq_file_only_fragment(ps->img, file),
 			ino, nb, LSQ_NB_PER_SLOT);
@@ -187,6 +191,17 @@ void lsq_page_store_after_read(struct lsq_page_store *ps, fuse_ino_t ino,
 	}
 	queue_neighbours(ps, nb, n);
 	pthread_mutex_unlock(&ps->lock);
+}
+
+void lsq_page_store_counters(const struct lsq_page_store *ps,
+			     lsq_counter_fn fn, void *ctx)
+{
+	fn(ctx, "page_store_bytes", atomic_load(&ps->pushed_bytes),
+	   LSQ_COUNTER_TOTAL);
+	fn(ctx, "page_store_files", atomic_load(&ps->pushed_files),
+	   LSQ_COUNTER_TOTAL);
+	fn(ctx, "page_store_dropped", atomic_load(&ps->dropped),
+	   LSQ_COUNTER_TOTAL);
 }
 
 void lsq_page_store_stop(struct lsq_page_store *ps, bool handing_over)

@@ -26,6 +26,7 @@
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -53,14 +54,22 @@ struct lsq_page_store {
 	bool initialised;
 	bool abandoned; /* stop gave up joining the thread */
 	bool started, stop;
-	uint64_t stored_bytes, dropped;
 	pthread_t thread;
 	struct lsq_frag_neighbours *neighbours;  /* NULL: none noted */
+	/* read without the lock (lsq_page_store_counters) */
+	atomic_uint_least64_t pushed_bytes, pushed_files, dropped;
 };
 
-/* img and se are borrowed for the store's life. Starts no thread. */
+/* img and se are borrowed for the store's life. Starts no thread.
+ * neighbours: push a small file's fragment-block neighbours (off while
+ * recording a profile, which must see every file a start reads). */
 void lsq_page_store_init(struct lsq_page_store *ps, struct lsq_image *img,
-			 struct fuse_session *se);
+			 struct fuse_session *se, bool neighbours);
+
+/* page_store_bytes, page_store_files (neighbours pushed whole),
+ * page_store_dropped (requests a full queue dropped). */
+void lsq_page_store_counters(const struct lsq_page_store *ps,
+			     lsq_counter_fn fn, void *ctx);
 
 /* Queue the block-aligned range around a read of [offset, offset+len) of
  * file. Never blocks on the store thread (started on first use). */

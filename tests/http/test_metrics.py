@@ -252,17 +252,47 @@ def test_reading_a_directorys_small_files_sends_a_read_per_fragment_block(
         m = mounts(img, ["metrics=127.0.0.1:%d" % port], name=name)
         d = os.path.join(m.mnt, "dir")
         assert sorted(os.listdir(d)) == sorted(want)
-        for i, rel in enumerate(order(want)):
+        first = None
+        for rel in order(want):
             with open(os.path.join(d, rel), "rb") as f:
                 assert f.read() == want[rel], rel
-            if i == 0:
+            if first is None:
                 # the pushes run on the store's thread: a reader faster
                 # than it reads some files itself (harmless, not tested)
-                time.sleep(0.5 * SCALE)
+                first = rel
+                st = wait_pushed(m.mnt, len(want) - 1)
+                assert st["page_store_bytes"] == sum(
+                    len(v) for k, v in want.items() if k != first), st
+                assert st["page_store_dropped"] == 0, st
         reads = histogram(scrape_tcp(port)[2],
                           "sqfs_lazy_fuse_request_seconds", op="read")[2]
         assert 1 <= reads <= 3, (name, reads)
         assert m.stop() == []
+    # a recording mount must see every file a start reads: no pushes
+    m = mounts(img, ["record=" + str(tmp_path / "start.prof")],
+               name="record")
+    d = os.path.join(m.mnt, "dir")
+    for rel in sorted(os.listdir(d)):
+        with open(os.path.join(d, rel), "rb") as f:
+            assert f.read() == want[rel], rel
+    st = stats(m.mnt)
+    assert st["page_store_files"] == 0, st
+    assert m.stop() == []
+    recorded = [ln.split("\t")[0] for ln in
+                open(tmp_path / "start.prof").read().splitlines()
+                if ln and not ln.startswith("#")]
+    assert recorded == ["dir/" + k for k in sorted(want)], recorded
+
+
+def wait_pushed(mnt, files, timeout=30):
+    """--stats once the page store pushed `files` whole files."""
+    deadline = time.monotonic() + timeout * SCALE
+    while True:
+        st = stats(mnt)
+        if st["page_store_files"] >= files:
+            return st
+        assert time.monotonic() < deadline, st
+        time.sleep(0.02)
 
 
 def test_histograms(nginx, mounts):

@@ -324,6 +324,20 @@ void lsq_background_note_load(struct lsq_background *bg, uint64_t offset)
 				      memory_order_relaxed);
 }
 
+/* The first unit that ends past offset. A latency window's aligned edge
+ * at offset cuts a unit in two: the window holds its head, and the
+ * reader that needs it would wait a round trip for the rest, so it comes
+ * first (a span fetches only what the source's memory lacks). */
+static size_t first_ending_past(const struct lsq_background *bg,
+				uint64_t offset)
+{
+	size_t i = lower_bound(bg, offset);
+
+	if (i > 0 && bg->units[i - 1].offset + bg->units[i - 1].len > offset)
+		i--;
+	return i;
+}
+
 /* The unclaimed unit of file f closest below offset, moved down to the
  * start of the span that ends with it (spans are claimed upwards);
  * SIZE_MAX: none. Under mu. */
@@ -373,7 +387,7 @@ static size_t pick_hot(struct lsq_background *bg)
 		if (!last--)
 			continue;
 		from = (last | (GUIDE_ALIGN - 1)) + 1;
-		for (i = lower_bound(bg, from);
+		for (i = first_ending_past(bg, from);
 		     i < bg->nunits && bg->units[i].offset < f->end &&
 		     bg->units[i].claimed; i++)
 			;
@@ -402,10 +416,10 @@ static size_t pick_start(struct lsq_background *bg)
 		return SIZE_MAX;
 	if (pos) {
 		uint64_t from = ((pos - 1) | (GUIDE_ALIGN - 1)) + 1;
-		size_t i = lower_bound(bg, from);
+		size_t i = first_ending_past(bg, from);
 
 		for (; i < bg->nunits &&
-		       bg->units[i].offset - from < GUIDE_REACH; i++) {
+		       bg->units[i].offset < from + GUIDE_REACH; i++) {
 			if (!bg->units[i].claimed)
 				return i;
 		}

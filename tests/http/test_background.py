@@ -641,3 +641,54 @@ def test_file_a_reader_is_in_comes_first(bg_fault, bg_image, kernel, mounts):
     before = st["http_requests"]
     same_as_kernel(m.mnt, kernel, ["z.bin"])
     assert stats(m.mnt)["http_requests"] == before, (st, stats(m.mnt))
+
+
+def test_the_unit_cut_at_the_readers_2mib_comes_first(bg_fault, bg_image,
+                                                      kernel, mounts):
+    """The spans of a file a reader is in start past the 2 MiB around the
+    reader's block, where a latency window around it ends. That boundary
+    cuts a unit in two (the window holds its head): the first span starts
+    at that unit, not at the one after it, whose reader would otherwise
+    wait a round trip for the cut unit's rest (a JVM's module image at
+    50 ms, 2026-11-28)."""
+    bg_fault.set_fault("slow", chunk=256 * 1024, pause=0.05,
+                       min_length=LARGE, max_offset=bg_image["data_end"])
+    z = sorted(bg_image["file_units"]["z.bin"])
+    z_start, z_end = z[0][0], z[-1][0] + z[-1][1]
+    # one stream: with more, one goes up from the edge while another
+    # comes down to it at once, and the order is not seen
+    m = mounts(bg_fault.url("/" + NAME), ["background=0.7", "readahead=0",
+                                          "max_connections=2"])
+    wait_stats(m.mnt, lambda st: st["background_units"] > 0, "a plan", 30)
+    with open(os.path.join(m.mnt, "z.bin"), "rb") as f:
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_RANDOM)
+        f.seek(4 * MiB + 100)
+        part = f.read(4096)
+    with open(os.path.join(kernel["mnt"], "z.bin"), "rb") as f:
+        f.seek(4 * MiB + 100)
+        assert part == f.read(4096)
+
+    def in_z(e):
+        r = range_of(e["range"])
+        return r and r[1] is not None and z_start <= r[0] < z_end and r
+
+    # the reader's own units, then the background's first span in z.bin
+    deadline = time.monotonic() + 30 * SCALE
+    while True:
+        rs = [r for r in map(in_z, bg_fault.requests()) if r]
+        spans = [r for r in rs if r[1] + 1 - r[0] >= LARGE]
+        if spans:
+            break
+        assert time.monotonic() < deadline, bg_fault.requests()
+        time.sleep(0.02)
+    first = rs.index(spans[0])
+    read_end = max(r[1] for r in rs[:first])
+    last = max(o for o, _ in z if o <= read_end)
+    edge = (last | (2 * MiB - 1)) + 1
+    cut = [(o, s) for o, s in z if o < edge < o + s]
+    # random data: stored 128 KiB units from an offset no multiple of 2 MiB
+    assert cut, (edge, z[:3])
+    assert spans[0][0] == cut[0][0], (spans[0], cut, edge, rs[:first])
+    st = wait_done(m.mnt)
+    assert st["background_failures"] == 0, st
+    assert st["background_hot_files"] == 1, st

@@ -235,7 +235,8 @@ def test_reading_a_directorys_small_files_sends_a_read_per_fragment_block(
     them all (grep -r, tar) sends about one READ per fragment block, not
     one per file (the bench's grep: 6,166 READs -> 2,218,
     docs/decisions.md, 2026-11-28). Every byte is the tree's, read in
-    the listing's order and in reverse."""
+    the listing's order and in reverse. A mount that records a profile
+    pushes none: the recorder must see each file read."""
     rng = random.Random(7)
     tree = tmp_path / "tree"
     (tree / "dir").mkdir(parents=True)
@@ -257,8 +258,9 @@ def test_reading_a_directorys_small_files_sends_a_read_per_fragment_block(
             with open(os.path.join(d, rel), "rb") as f:
                 assert f.read() == want[rel], rel
             if first is None:
-                # the pushes run on the store's thread: a reader faster
-                # than it reads some files itself (harmless, not tested)
+                # the pushes run on the store's thread: wait for them (a
+                # reader faster than it reads some files itself, which is
+                # harmless but would make the count below vary)
                 first = rel
                 st = wait_pushed(m.mnt, len(want) - 1)
                 assert st["page_store_bytes"] == sum(

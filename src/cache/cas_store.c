@@ -17,6 +17,7 @@
 #include "cache/clock_shard.h"
 #include "common/endian.h"
 #include "common/file_io.h"
+#include "common/hex.h"
 #include "common/log.h"
 #include "lsq/error.h"
 
@@ -45,29 +46,12 @@ struct lsq_cas_store {
 	atomic_bool stop;                /* close: the scanner ends early */
 };
 
-static const char hexdig[] = "0123456789abcdef";
-
+/* "xx/" then the other digest bytes: 256 subdirectories. */
 static void name_of(const uint8_t *d, char out[CAS_NAME_LEN + 1])
 {
-	char *p = out;
-
-	*p++ = hexdig[d[0] >> 4];
-	*p++ = hexdig[d[0] & 15];
-	*p++ = '/';
-	for (unsigned i = 1; i < LSQ_CAS_DIGEST_SIZE; i++) {
-		*p++ = hexdig[d[i] >> 4];
-		*p++ = hexdig[d[i] & 15];
-	}
-	*p = '\0';
-}
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
+	lsq_hex_encode(d, 1, out);
+	out[2] = '/';
+	lsq_hex_encode(d + 1, LSQ_CAS_DIGEST_SIZE - 1, out + 3);
 }
 
 /* The digest of the file name in subdirectory first; false for any other
@@ -77,14 +61,7 @@ static bool digest_of_name(unsigned first, const char *name, uint8_t *d)
 	if (strlen(name) != 2 * (LSQ_CAS_DIGEST_SIZE - 1))
 		return false;
 	d[0] = (uint8_t)first;
-	for (unsigned i = 1; i < LSQ_CAS_DIGEST_SIZE; i++) {
-		int hi = hexval(name[2 * i - 2]), lo = hexval(name[2 * i - 1]);
-
-		if (hi < 0 || lo < 0)
-			return false;
-		d[i] = (uint8_t)(hi << 4 | lo);
-	}
-	return true;
+	return lsq_hex_decode(name, LSQ_CAS_DIGEST_SIZE - 1, d + 1);
 }
 
 static uint32_t charge_of(uint64_t len)
@@ -366,12 +343,13 @@ void lsq_cas_get_stats(struct lsq_cas_store *cas, struct lsq_cas_stats *out)
  * writer left. */
 static void scan_subdir(struct lsq_cas_store *cas, unsigned first, time_t now)
 {
-	char sub[3] = { hexdig[first >> 4], hexdig[first & 15], '\0' };
-	uint8_t d[LSQ_CAS_DIGEST_SIZE];
+	uint8_t d[LSQ_CAS_DIGEST_SIZE] = { (uint8_t)first };
+	char sub[3];
 	struct dirent *de;
 	DIR *dir;
 	int fd;
 
+	lsq_hex_encode(d, 1, sub);
 	fd = openat(cas->dir_fd, sub,
 		    O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)

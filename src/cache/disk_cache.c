@@ -655,17 +655,8 @@ static void read_location(const char *path, char name[40])
 /* Written whole or not at all: a fresh file renamed over the old. */
 static void write_location(const char *path, const char *name)
 {
-	char tmp[PATH_MAX], line[40];
-	int fd, n = snprintf(line, sizeof(line), "%s\n", name);
-
-	if (snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= (int)sizeof(tmp))
-		return;
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0)
-		return;
-	if (write(fd, line, (size_t)n) != n || fchmod(fd, 0600) != 0 ||
-	    close(fd) != 0 || rename(tmp, path) != 0)
-		(void)unlink(tmp);
+	(void)lsq_replace_file(path, (const struct lsq_file_part[]){
+		{ name, strlen(name) }, { "\n", 1 } }, 2);
 }
 
 static void *remover_main(void *arg)

@@ -3,7 +3,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -90,4 +92,31 @@ int lsq_read_small_file(const char *path, size_t max, char **out,
 	if (st_out)
 		*st_out = st;
 	return LSQ_OK;
+}
+
+int lsq_replace_file(const char *path, const struct lsq_file_part *parts,
+		     size_t n)
+{
+	char tmp[PATH_MAX];
+	uint64_t at = 0;
+	int fd, ret = LSQ_OK;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= (int)sizeof(tmp))
+		return LSQ_ERR_INVALID;
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0)
+		return LSQ_ERR_IO;
+	for (size_t i = 0; i < n && !ret; i++) {
+		ret = lsq_pwrite_full(fd, parts[i].data, parts[i].len, at);
+		at += parts[i].len;
+	}
+	if (!ret && fchmod(fd, 0600) != 0)
+		ret = LSQ_ERR_IO;
+	if (close(fd) != 0 && !ret)
+		ret = LSQ_ERR_IO;
+	if (!ret && rename(tmp, path) != 0)
+		ret = LSQ_ERR_IO;
+	if (ret)
+		(void)unlink(tmp);
+	return ret;
 }

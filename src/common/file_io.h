@@ -26,4 +26,17 @@ int lsq_pwrite_full(int fd, const void *buf, size_t len, uint64_t offset);
 int lsq_read_small_file(const char *path, size_t max, char **buf,
 			size_t *len, struct stat *st);
 
+struct lsq_file_part {
+	const void *data;
+	size_t len;
+};
+
+/* Replace path with a file of mode 0600 holding the n parts, written
+ * whole to a fresh file in path's directory and renamed over it, so a
+ * reader (another daemon on the same cache_dir) sees the old file or the
+ * new one, never a part. LSQ_OK, LSQ_ERR_INVALID (path too long) or
+ * LSQ_ERR_IO; nothing is left behind on failure. */
+int lsq_replace_file(const char *path, const struct lsq_file_part *parts,
+		     size_t n);
+
 #endif

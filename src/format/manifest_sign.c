@@ -21,6 +21,7 @@
 
 #include "common/errmsg.h"
 #include "common/file_io.h"
+#include "common/hex.h"
 #include "lsq/error.h"
 
 /* PEM key files are a few hundred bytes; this bounds what is read. */
@@ -288,13 +289,7 @@ const uint8_t *lsq_sign_key_id(const struct lsq_sign_key *key)
 void lsq_sign_key_id_hex(const uint8_t id[LSQ_MANIFEST_KEY_ID_SIZE],
 			 char out[17])
 {
-	static const char hex[] = "0123456789abcdef";
-
-	for (unsigned i = 0; i < 8; i++) {
-		out[2 * i] = hex[id[i] >> 4];
-		out[2 * i + 1] = hex[id[i] & 15];
-	}
-	out[16] = '\0';
+	lsq_hex_encode(id, 8, out);
 }
 
 /* ---- signing and checking ---- */

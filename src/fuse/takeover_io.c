@@ -15,6 +15,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "common/hex.h"
+
 /* Linux 6.9's protocol 7.40; Debian 12's <linux/fuse.h> predates it. */
 #define LSQ_FUSE_NOTIFY_RESEND 7
 #define LSQ_FUSE_HAS_RESEND (1ull << 39)
@@ -144,19 +146,8 @@ char *lsq_init_record_encode(const struct lsq_init_record *rec)
 
 	if (!text)
 		return NULL;
-	for (uint32_t i = 0; i < rec->len; i++)
-		snprintf(text + 2 * i, 3, "%02x", rec->bytes[i]);
-	text[2 * rec->len] = '\0';
+	lsq_hex_encode(rec->bytes, rec->len, text);
 	return text;
-}
-
-static int hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
 }
 
 bool lsq_init_record_decode(const char *text, struct lsq_init_record *rec)
@@ -165,13 +156,8 @@ bool lsq_init_record_decode(const char *text, struct lsq_init_record *rec)
 
 	if (n % 2 || n / 2 > LSQ_INIT_RECORD_MAX || n == 0)
 		return false;
-	for (size_t i = 0; i < n / 2; i++) {
-		int hi = hex_digit(text[2 * i]), lo = hex_digit(text[2 * i + 1]);
-
-		if (hi < 0 || lo < 0)
-			return false;
-		rec->bytes[i] = (uint8_t)(hi << 4 | lo);
-	}
+	if (!lsq_hex_decode(text, n / 2, rec->bytes))
+		return false;
 	rec->len = (uint32_t)(n / 2);
 	return init_of(rec) != NULL;
 }

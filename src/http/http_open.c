@@ -23,20 +23,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/hex.h"
 #include "common/log.h"
 #include "common/url.h"
 #include "lsq/error.h"
 #include "lsq/source.h"
 #include "lsq_config.h"
 
+/* %XX: either case. */
 static int hexval(int c)
 {
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c = tolower(c);
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
+	return lsq_hex_digit(tolower(c));
 }
 
 /* file://[localhost]/path, percent-decoded, served by the file source. */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/file_io.h"
+#include "common/hex.h"
 #include "common/log.h"
 #include "common/url.h"
 #include "lsq/error.h"
@@ -46,9 +47,8 @@ char *lsq_learned_profile_path(const char *dir, const char *image)
 	if (!path)
 		return NULL;
 	n = (size_t)snprintf(path, n, "%s/profiles/", dir);
-	for (size_t i = 0; i < sizeof(md); i++, n += 2)
-		sprintf(path + n, "%02x", md[i]);
-	strcpy(path + n, ".prof");
+	lsq_hex_encode(md, sizeof(md), path + n);
+	strcpy(path + n + 2 * sizeof(md), ".prof");
 	return path;
 }
 
@@ -103,32 +103,17 @@ static int format_profile(const struct lsq_profile *p, char **text,
 	return ret;
 }
 
-/* Write header and text to a fresh file in path's directory and rename it
- * over path: readers see the old file or the new one, never a part. */
+/* Header and text, replacing path whole: readers see the old file or
+ * the new one, never a part. */
 static int replace_file(const char *path, const char *text, size_t len)
 {
 	uint8_t h[LSQ_PROFILE_RECORD_HEADER];
-	char tmp[PATH_MAX];
-	int fd, ret = LSQ_OK;
 
 	if (len > LSQ_PROFILE_RECORD_MAX)
 		return LSQ_ERR_OVERFLOW;
-	if (snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= (int)sizeof(tmp))
-		return LSQ_ERR_INVALID;
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0)
-		return LSQ_ERR_IO;
 	lsq_profile_record_encode(h, text, (uint32_t)len);
-	if (write(fd, h, sizeof(h)) != (ssize_t)sizeof(h) ||
-	    write(fd, text, len) != (ssize_t)len || fchmod(fd, 0600) != 0)
-		ret = LSQ_ERR_IO;
-	if (close(fd) != 0 && !ret)
-		ret = LSQ_ERR_IO;
-	if (!ret && rename(tmp, path) != 0)
-		ret = LSQ_ERR_IO;
-	if (ret)
-		unlink(tmp);
-	return ret;
+	return lsq_replace_file(path, (const struct lsq_file_part[]){
+		{ h, sizeof(h) }, { text, len } }, 2);
 }
 
 void lsq_learned_profile_save(const char *path, struct lsq_recorder *rec)

@@ -127,11 +127,23 @@ def test_random_reads_match(nginx, kernel_mount, mounts):
                 os.pread(f.fileno(), 4096, off), off
 
 
-def test_file_url(big_image, mounts, kernel_mount):
-    m = mounts("file://" + big_image["path"])
-    with open(os.path.join(m.mnt, "etc", "small.conf"), "rb") as f, \
-            open(os.path.join(kernel_mount, "etc", "small.conf"), "rb") as g:
-        assert f.read() == g.read()
+def test_file_url(big_image, mounts, kernel_mount, tmp_path):
+    """file:// URLs, with and without localhost; percent-escapes decoded,
+    their hex digits in either case ("%41" 'A', "%6D" 'm', "%6d" 'm')."""
+    (tmp_path / "A dir").mkdir()
+    os.symlink(big_image["path"], tmp_path / "A dir" / "img %.sqfs")
+    base = str(tmp_path)
+    urls = ["file://" + big_image["path"],
+            "file://" + base + "/A%20dir/img%20%25.sqfs",
+            "file://localhost" + base + "/%41%20dir/i%6Dg%20%25.sqfs",
+            "file://" + base + "/A%20dir/i%6dg%20%25.sqfs"]
+    for n, url in enumerate(urls):
+        m = mounts(url, name="u%d" % n)
+        with open(os.path.join(m.mnt, "etc", "small.conf"), "rb") as f, \
+                open(os.path.join(kernel_mount, "etc", "small.conf"),
+                     "rb") as g:
+            assert f.read() == g.read(), url
+        assert m.stop() == []
 
 
 def test_daemon_mode(nginx, big_image, tmp_path):

@@ -27,7 +27,7 @@ from test_cache import stats
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..",
                                 "integration"))
 import util  # noqa: E402
-from timing import SCALE  # noqa: E402
+from timing import SCALE, wait_for  # noqa: E402
 
 MiB = 1 << 20
 SPAN = 4 * MiB      # the largest background range (background.c)
@@ -672,15 +672,14 @@ def test_the_unit_cut_at_the_readers_2mib_comes_first(bg_fault, bg_image,
         r = range_of(e["range"])
         return r and r[1] is not None and z_start <= r[0] < z_end and r
 
-    # the reader's own units, then the background's first span in z.bin
-    deadline = time.monotonic() + 30 * SCALE
-    while True:
+    def requests_to_a_span():
+        """The reader's own units, then the background's first span in
+        z.bin, in the order asked; None before that span."""
         rs = [r for r in map(in_z, bg_fault.requests()) if r]
         spans = [r for r in rs if r[1] + 1 - r[0] >= LARGE]
-        if spans:
-            break
-        assert time.monotonic() < deadline, bg_fault.requests()
-        time.sleep(0.02)
+        return (rs, spans) if spans else None
+
+    rs, spans = wait_for(requests_to_a_span, "a background span in z.bin")
     first = rs.index(spans[0])
     read_end = max(r[1] for r in rs[:first])
     last = max(o for o, _ in z if o <= read_end)

@@ -21,7 +21,7 @@ import pytest
 from conftest import daemon, mksquashfs, require, try_mount
 from servers import free_port
 from test_cache import stats
-from timing import SCALE
+from timing import wait_for
 
 # gauges that move by themselves between two reads of the counters
 # (the scrape's own connection is one more descriptor; --stats is read
@@ -262,7 +262,8 @@ def test_reading_a_directorys_small_files_sends_a_read_per_fragment_block(
                 # reader faster than it reads some files itself, which is
                 # harmless but would make the count below vary)
                 first = rel
-                st = wait_pushed(m.mnt, len(want) - 1)
+                st = wait_for(lambda: pushed(m.mnt, len(want) - 1),
+                              "the page store to push the other files")
                 assert st["page_store_bytes"] == sum(
                     len(v) for k, v in want.items() if k != first), st
                 assert st["page_store_dropped"] == 0, st
@@ -286,15 +287,10 @@ def test_reading_a_directorys_small_files_sends_a_read_per_fragment_block(
     assert recorded == ["dir/" + k for k in sorted(want)], recorded
 
 
-def wait_pushed(mnt, files, timeout=30):
-    """--stats once the page store pushed `files` whole files."""
-    deadline = time.monotonic() + timeout * SCALE
-    while True:
-        st = stats(mnt)
-        if st["page_store_files"] >= files:
-            return st
-        assert time.monotonic() < deadline, st
-        time.sleep(0.02)
+def pushed(mnt, files):
+    """--stats once the page store pushed `files` whole files, else None."""
+    st = stats(mnt)
+    return st if st["page_store_files"] >= files else None
 
 
 def test_histograms(nginx, mounts):

@@ -72,6 +72,7 @@ static const struct {
 	T(http_memory_hits),
 	T(http_readahead_bytes),
 	T(http_span_memory_bytes),
+	T(http_span_trims),
 	G(http_in_flight),
 	G(http_rtt_us),
 	T(http_windows),

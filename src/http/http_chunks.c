@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "common/bufpool.h"
+#include "common/histogram.h"
 #include "lsq/error.h"
 #include "http/http_internal.h"
 
@@ -66,13 +67,54 @@ struct chunk *lsq_http_find_cover(struct http_source *hs, uint64_t off,
 	return NULL;
 }
 
+/* A span due now (the time now_ns). A span that stalls past its due
+ * time (an origin slow to answer speculative ranges) no longer counts:
+ * readers' readahead must not wait on it. */
+static bool span_due(const struct span_note *sp, uint64_t now_ns)
+{
+	return sp->due_ns > now_ns;
+}
+
+int lsq_http_span_begin(struct http_source *hs, uint64_t lo, uint64_t hi)
+{
+	uint64_t now = lsq_now_ns(), rtt, rate, due;
+
+	rtt = atomic_load_explicit(&hs->win.rtt_ns, memory_order_relaxed);
+	rate = lsq_latency_window_rate(&hs->win);
+	due = 2 * rtt;
+	if (rate)
+		due += (hi - lo) * 4u * 1000000000u / rate;
+	if (due < LSQ_HTTP_SPAN_DUE_MIN_NS)
+		due = LSQ_HTTP_SPAN_DUE_MIN_NS;
+	for (int i = 0; i < LSQ_HTTP_SPANS; i++) {
+		struct span_note *sp = &hs->spans[i];
+
+		if (span_due(sp, now))
+			continue;
+		*sp = (struct span_note){ lo, hi, now + due };
+		return i;
+	}
+	return -1;
+}
+
+void lsq_http_span_end(struct http_source *hs, int slot)
+{
+	if (slot >= 0)
+		hs->spans[slot].due_ns = 0;
+}
+
 /* Readahead from end must stop where a chunk already held or being
  * fetched begins: concurrent sequential readers (the kernel's own
  * readahead sends several reads at once) would otherwise fetch the same
- * bytes twice. Called with hs->mu held. */
-uint64_t lsq_http_trim_to_next_chunk(struct http_source *hs, uint64_t end,
-				     uint64_t ra)
+ * bytes twice. So must it where a background or profile span on its way
+ * begins: a reader in a large file misses the span's blocks until it
+ * arrives, and its readahead fetched 10-14 MB of a java start's spans a
+ * second time at 50 ms, on a link the spans filled. */
+uint64_t lsq_http_trim_to_held(struct http_source *hs, uint64_t end,
+			       uint64_t ra)
 {
+	uint64_t now = lsq_now_ns();
+
 	for (struct chunk *c = hs->chunks; c; c = c->next) {
 		if (c->off + c->len <= end || c->off >= end + ra)
 			continue;
@@ -80,7 +122,34 @@ uint64_t lsq_http_trim_to_next_chunk(struct http_source *hs, uint64_t end,
 			return 0; /* the bytes after this read are covered */
 		ra = c->off - end;
 	}
+	for (int i = 0; i < LSQ_HTTP_SPANS; i++) {
+		const struct span_note *sp = &hs->spans[i];
+
+		if (!span_due(sp, now) || sp->hi <= end || sp->lo >= end + ra)
+			continue;
+		atomic_fetch_add_explicit(&hs->span_trims, 1,
+					  memory_order_relaxed);
+		if (sp->lo <= end)
+			return 0;
+		ra = sp->lo - end;
+	}
 	return ra;
+}
+
+uint64_t lsq_http_held_end(struct http_source *hs, uint64_t pos)
+{
+	uint64_t now = lsq_now_ns();
+	struct chunk *c = lsq_http_find_cover(hs, pos, 1);
+
+	if (c)
+		return c->off + c->len;
+	for (int i = 0; i < LSQ_HTTP_SPANS; i++) {
+		const struct span_note *sp = &hs->spans[i];
+
+		if (span_due(sp, now) && pos >= sp->lo && pos < sp->hi)
+			return sp->hi;
+	}
+	return pos;
 }
 
 /* Make room for need unpinned bytes, least recently used first; false if
@@ -191,7 +260,7 @@ struct chunk *lsq_http_window_chunk(struct http_source *hs, uint64_t offset,
 				    size_t len, uint64_t w, uint64_t run_end,
 				    uint64_t *ra)
 {
-	uint64_t lo, hi, end = offset + len;
+	uint64_t lo, hi, end = offset + len, now = lsq_now_ns();
 	struct chunk *c;
 
 	lo = run_end >= end + w / 2 ? offset : offset & ~(w - 1);
@@ -203,6 +272,20 @@ struct chunk *lsq_http_window_chunk(struct http_source *hs, uint64_t offset,
 			lo = c->off + c->len;
 		if (c->off >= end && c->off < hi)
 			hi = c->off;
+	}
+	/* and what spans on their way bring, but the read's own bytes: it
+	 * does not wait for a speculative range */
+	for (int i = 0; i < LSQ_HTTP_SPANS; i++) {
+		const struct span_note *sp = &hs->spans[i];
+
+		if (!span_due(sp, now) || sp->hi <= lo || sp->lo >= hi)
+			continue;
+		if (sp->lo < offset)
+			lo = sp->hi < offset ? sp->hi : offset;
+		if (sp->hi > end)
+			hi = sp->lo > end ? sp->lo : end;
+		atomic_fetch_add_explicit(&hs->span_trims, 1,
+					  memory_order_relaxed);
 	}
 	if (hi - lo <= len || !make_room_of(hs, hi - lo, NULL, true))
 		return NULL;

@@ -37,6 +37,10 @@
 #define LSQ_HTTP_RA_SLACK (512u * 1024u) /* reordering a stream tolerates */
 #define LSQ_HTTP_EARLY_STREAMS 4u      /* newer streams that lose a bet */
 #define LSQ_HTTP_MAX_PREFETCH 4        /* prefetch workers at most */
+#define LSQ_HTTP_SPANS 16              /* speculative spans noted in flight */
+/* A span in flight is counted on for 2 round trips, 4 times its bytes'
+ * time on the link measured, and at least this (ns) */
+#define LSQ_HTTP_SPAN_DUE_MIN_NS (100u * 1000u * 1000u)
 /* A body that lasted this long times the link (all transfers' bytes) */
 #define LSQ_HTTP_LINK_TIMED_NS (10u * 1000u * 1000u)
 #define LSQ_HTTP_RA_JUDGE (8u * 1024u * 1024u) /* readahead checked per */
@@ -83,6 +87,14 @@ struct chunk {
 	bool window;   /* a latency window around a random miss */
 	bool dead;    /* unlinked; freed by the last ref */
 	struct chunk *qnext;  /* in the prefetch queue */
+};
+
+/* A speculative span (a background or profile range) on its way: the
+ * layers above keep its bytes, so readers' windows and readahead leave
+ * them out while it is due (lsq_http_span_begin()). */
+struct span_note {
+	uint64_t lo, hi;
+	uint64_t due_ns;     /* CLOCK_MONOTONIC; 0: the slot is free */
 };
 
 struct stream {
@@ -142,6 +154,7 @@ struct http_source {
 	uint64_t streams_started;  /* streams started so far */
 	uint64_t need_run;         /* exact run confirming a new stream */
 	uint64_t clock;
+	struct span_note spans[LSQ_HTTP_SPANS];
 
 	/* prefetch workers (started on the first sequential stream) */
 	pthread_cond_t queue_cv;
@@ -199,6 +212,8 @@ struct http_source {
 	atomic_uint_least64_t bets, bets_lost;  /* early streams, and lost */
 	/* bytes of speculative spans copied from memory, not fetched */
 	atomic_uint_least64_t span_memory_bytes;
+	/* readers' windows and readahead cut short at a span in flight */
+	atomic_uint_least64_t span_trims;
 };
 
 /* One transfer: what was asked, the current response's headers, and the
@@ -314,8 +329,16 @@ struct chunk *lsq_http_find_cover(struct http_source *hs, uint64_t off,
 bool lsq_http_find_split_cover(struct http_source *hs, uint64_t off,
 			       size_t len, struct chunk **a,
 			       struct chunk **b);
-uint64_t lsq_http_trim_to_next_chunk(struct http_source *hs, uint64_t end,
-				     uint64_t ra);
+/* Readahead from end, at most ra: up to where a chunk held or loading, or
+ * a span due, begins (0: such a one holds end). */
+uint64_t lsq_http_trim_to_held(struct http_source *hs, uint64_t end,
+			       uint64_t ra);
+/* Where what holds pos ends (a chunk, or a span due); pos: nothing does. */
+uint64_t lsq_http_held_end(struct http_source *hs, uint64_t pos);
+/* A speculative span [lo, hi) goes out now: the slot to end it with, or
+ * -1 when none is free. lsq_http_span_end(): it arrived, or failed. */
+int lsq_http_span_begin(struct http_source *hs, uint64_t lo, uint64_t hi);
+void lsq_http_span_end(struct http_source *hs, int slot);
 bool lsq_http_make_room(struct http_source *hs, uint64_t need,
 			const struct stream *keep);
 void lsq_http_stream_early(struct http_source *hs, uint64_t offset,

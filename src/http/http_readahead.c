@@ -306,12 +306,13 @@ static void schedule_ahead(struct http_source *hs, struct stream *s)
 		 * along */
 		if (s->limit <= size && s->limit - (start + n) < n / 2)
 			n = s->limit - start;
-		n = lsq_http_trim_to_next_chunk(hs, start, n);
-		if (n == 0) {  /* held or loading already: look past it */
-			c = lsq_http_find_cover(hs, start, 1);
-			if (!c)
+		n = lsq_http_trim_to_held(hs, start, n);
+		if (n == 0) {  /* held or on its way already: look past it */
+			uint64_t past = lsq_http_held_end(hs, start);
+
+			if (past == start)
 				return;
-			s->fetched_to = c->off + c->len;
+			s->fetched_to = past;
 			continue;
 		}
 		/* the file's last window goes now: nothing would follow it
@@ -459,7 +460,7 @@ struct chunk *lsq_http_readahead_miss(struct http_source *hs,
 		if (ra > hs->base.size - offset - len)
 			ra = hs->base.size - offset - len;
 		ra = within_limit(s, offset + len, ra);
-		ra = lsq_http_trim_to_next_chunk(hs, offset + len, ra);
+		ra = lsq_http_trim_to_held(hs, offset + len, ra);
 		if (ra && lsq_http_make_room(hs, len + ra, s))
 			c = lsq_http_chunk_new(hs, offset, (size_t)(len + ra),
 					       false);

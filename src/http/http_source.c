@@ -164,17 +164,22 @@ static int read_from(struct lsq_source *src, struct lsq_read *rq,
 		 * reader's block, the window from it on): 35 of 246 MB
 		 * fetched twice by 300 SQLite lookups at 50 ms */
 		uint64_t lo, hi, copied;
+		int slot;
 
 		copied = lsq_http_span_from_memory(hs, buf, offset, len, &lo,
 						   &hi);
+		slot = lo < hi ? lsq_http_span_begin(hs, lo, hi) : -1;
 		pthread_mutex_unlock(&hs->mu);
 		atomic_fetch_add_explicit(&hs->span_memory_bytes, copied,
 					  memory_order_relaxed);
 		if (lo >= hi)
 			return LSQ_OK;
-		return lsq_http_fetch(hs, buf + (lo - offset),
-				      (size_t)(hi - lo), lo, LSQ_FETCH_SPAN,
-				      &rq->origin);
+		ret = lsq_http_fetch(hs, buf + (lo - offset), (size_t)(hi - lo),
+				     lo, LSQ_FETCH_SPAN, &rq->origin);
+		pthread_mutex_lock(&hs->mu);
+		lsq_http_span_end(hs, slot);
+		pthread_mutex_unlock(&hs->mu);
+		return ret;
 	}
 	w = lsq_latency_window_size(&hs->win);
 	if (hs->opt.readahead)
@@ -333,6 +338,8 @@ static void http_counters(const struct lsq_source *src, lsq_counter_fn fn,
 	fn(ctx, "http_readahead_bytes", atomic_load(&hs->readahead_bytes),
 	   LSQ_COUNTER_TOTAL);
 	fn(ctx, "http_span_memory_bytes", atomic_load(&hs->span_memory_bytes),
+	   LSQ_COUNTER_TOTAL);
+	fn(ctx, "http_span_trims", atomic_load(&hs->span_trims),
 	   LSQ_COUNTER_TOTAL);
 	fn(ctx, "http_in_flight", atomic_load(&hs->in_flight),
 	   LSQ_COUNTER_GAUGE);

@@ -2,11 +2,17 @@
 #include "fuse/frag_neighbours.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 #define STRIPES 16u
 
 struct slot {
+	/* frag_plus_one while some file is left to hand out, else 0: read
+	 * without the lock, so a read of a file whose block has nothing
+	 * left (most reads, once a directory's first was) takes none */
+	atomic_uint_least32_t left_plus_one;
 	uint32_t frag_plus_one;  /* 0: empty */
 	uint32_t n;
 	uint64_t handed;         /* bit i: files[i] handed out */
@@ -40,6 +46,12 @@ void lsq_frag_neighbours_free(struct lsq_frag_neighbours *nb)
 	free(nb);
 }
 
+static bool all_handed(const struct slot *s)
+{
+	return s->handed == (s->n >= 64 ? UINT64_MAX
+					: (UINT64_C(1) << s->n) - 1);
+}
+
 /* The slot of frag in *s, its stripe's lock taken (returned). */
 static pthread_mutex_t *lock_slot(struct lsq_frag_neighbours *nb,
 				  uint32_t frag, struct slot **s)
@@ -70,8 +82,11 @@ void lsq_frag_neighbours_note(struct lsq_frag_neighbours *nb, uint32_t frag,
 		if (s->files[i].ino == ino)  /* listed again */
 			goto out;
 	}
-	if (s->n < LSQ_NB_PER_SLOT)
+	if (s->n < LSQ_NB_PER_SLOT) {
 		s->files[s->n++] = (struct lsq_frag_neighbour){ ino, ref };
+		atomic_store_explicit(&s->left_plus_one, frag + 1,
+				      memory_order_relaxed);
+	}
 out:
 	pthread_mutex_unlock(mu);
 }
@@ -84,7 +99,9 @@ size_t lsq_frag_neighbours_take(struct lsq_frag_neighbours *nb,
 	pthread_mutex_t *mu;
 	size_t got = 0;
 
-	if (!nb || frag == UINT32_MAX)
+	if (!nb || frag == UINT32_MAX ||
+	    atomic_load_explicit(&nb->slots[frag % LSQ_NB_SLOTS].left_plus_one,
+				 memory_order_relaxed) != frag + 1)
 		return 0;
 	mu = lock_slot(nb, frag, &s);
 	if (s->frag_plus_one == frag + 1) {
@@ -100,6 +117,9 @@ size_t lsq_frag_neighbours_take(struct lsq_frag_neighbours *nb,
 				s->handed |= bit;
 			}
 		}
+		if (all_handed(s))
+			atomic_store_explicit(&s->left_plus_one, 0,
+					      memory_order_relaxed);
 	}
 	pthread_mutex_unlock(mu);
 	return got;

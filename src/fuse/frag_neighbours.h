@@ -12,7 +12,8 @@
  *
  * Bounded: LSQ_NB_SLOTS fragment blocks, direct-mapped by index (a later
  * block takes the slot of an earlier one), LSQ_NB_PER_SLOT files each;
- * locks striped by slot. Each file is handed out once per slot's life.
+ * locks striped by slot, and none taken by a read whose block has no
+ * file left to hand out. Each file is handed out once per slot's life.
  */
 #ifndef LSQ_FUSE_FRAG_NEIGHBOURS_H
 #define LSQ_FUSE_FRAG_NEIGHBOURS_H

@@ -19,157 +19,244 @@ burst), as a capped WAN link. With --handshake a new connection waits one
 more delay before its first byte is forwarded, as a TCP handshake over
 the WAN would (without it, connecting is free: the proxy is on loopback).
 
-The proxy stops by itself on SIGTERM or SIGINT, after --max-seconds
-(default 3600), or once --parent-pid no longer exists (checked every
-second). On exit it prints a one-line summary on stderr. Standard library
-only.
+A real WAN link costs the client host no CPU; for the proxy to cost it
+little, the answers, most of the bytes, never pass through Python: each
+connection has a thread that moves them with splice(2) through a pipe (no
+copy into user space, the GIL released while it waits). Requests go
+through a reader thread that timestamps them and a sender thread that
+sleeps until each is due.
+
+The proxy stops by itself on SIGTERM, SIGINT or SIGHUP, after
+--max-seconds (default 3600), or once --parent-pid no longer exists
+(checked every second). On exit it prints a one-line summary on stderr.
+Standard library only (Linux: splice).
 """
 
+import _thread
 import argparse
-import asyncio
 import collections
+import fcntl
 import os
+import queue
 import signal
 import socket
 import sys
+import threading
 import time
 
-CHUNK = 256 * 1024
+# Requests are small: what one recv returns is one chunk.
+UP_CHUNK = 64 * 1024
+# Answers are taken from the server up to a pipe's worth at a time (each
+# take acks and wakes the server: fewer takes, less CPU), then given to the
+# client in pieces of at most PIECE, the link's tokens taken before each:
+# the capped link's granularity (2 ms at 1 Gbit/s). Uncapped, a take goes
+# out whole.
+PIPE = 1024 * 1024
+PIECE = 256 * 1024
 
 stats = collections.Counter()
+stats_lock = threading.Lock()   # += on a Counter is not atomic in threads
 
 
-async def pump_delayed(reader, writer, delay):
-    """client -> server: each chunk leaves `delay` s after it arrived."""
-    loop = asyncio.get_running_loop()
-    queue = asyncio.Queue()
-
-    async def sender():
-        while True:
-            due, data = await queue.get()
-            if data is None:
-                break
-            wait = due - loop.time()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            writer.write(data)
-            await writer.drain()
-            stats["up_bytes"] += len(data)
-        if writer.can_write_eof():
-            writer.write_eof()
-
-    task = asyncio.ensure_future(sender())
-    try:
-        while True:
-            data = await reader.read(CHUNK)
-            now = loop.time()
-            if not data:
-                break
-            stats["up_chunks"] += 1
-            queue.put_nowait((now + delay, data))
-    finally:
-        queue.put_nowait((0, None))
-        try:
-            await task
-        except (ConnectionError, OSError):
-            pass
+def count(key, n=1):
+    with stats_lock:
+        stats[key] += n
 
 
 class Link:
-    """The capped server -> client link shared by all connections."""
+    """The capped server -> client link shared by all connections: the time
+    it is next free, advanced under a lock; each sender sleeps outside it
+    until its piece has gone through the link."""
     BURST = 0.005
 
-    def __init__(self, rate_bytes):
-        self.rate = rate_bytes
+    def __init__(self):
+        self.rate = 0
         self.busy_until = 0.0
+        self.lock = threading.Lock()
 
-    async def send(self, n):
+    def send(self, n):
         if not self.rate:
             return
-        now = asyncio.get_running_loop().time()
-        self.busy_until = max(self.busy_until, now - self.BURST) + \
-            n / self.rate
-        if self.busy_until > now:
-            await asyncio.sleep(self.busy_until - now)
+        with self.lock:
+            now = time.monotonic()
+            self.busy_until = max(self.busy_until, now - self.BURST) + \
+                n / self.rate
+            wait = self.busy_until - now
+        if wait > 0:
+            time.sleep(wait)
 
 
-link = Link(0)
+def spawn(f, *args):
+    """A thread that no one joins (the exit does not wait for it), started
+    without threading.Thread's wait for it to run: a new connection's first
+    request is stamped sooner."""
+    _thread.start_new_thread(f, args)
 
 
-async def pump(reader, writer):
-    """server -> client, at once or through the capped link."""
-    while True:
-        data = await reader.read(CHUNK)
-        if not data:
-            break
-        await link.send(len(data))
-        writer.write(data)
-        await writer.drain()
-        stats["down_bytes"] += len(data)
-    if writer.can_write_eof():
-        writer.write_eof()
+link = Link()
+live = set()    # connections being forwarded, shut down at exit
 
 
-async def handle(creader, cwriter, target, delay, handshake):
-    stats["connections"] += 1
-    if handshake:
-        await asyncio.sleep(delay)
-    try:
-        sreader, swriter = await asyncio.open_connection(*target)
-    except OSError:
-        stats["connect_failures"] += 1
-        cwriter.close()
-        return
-    for w in (cwriter, swriter):
-        sock = w.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    up = asyncio.ensure_future(pump_delayed(creader, swriter, delay))
-    down = asyncio.ensure_future(pump(sreader, cwriter))
-    try:
-        # Either side closing (or failing) ends the connection.
-        await asyncio.wait([up, down], return_when=asyncio.FIRST_EXCEPTION)
-    except asyncio.CancelledError:
-        pass
-    finally:
-        for t in (up, down):
-            t.cancel()
-        for w in (swriter, cwriter):
+class Conn:
+    """One client connection: three threads (upstream reader, upstream
+    sender, downstream), the last one to end closes the sockets. A side's
+    EOF is forwarded as shutdown(SHUT_WR); an error on either side shuts
+    both down, which wakes the threads blocked on them."""
+
+    def __init__(self, client, target, delay, handshake):
+        self.client, self.target = client, target   # (family, address)
+        self.delay, self.handshake = delay, handshake
+        self.dead = False
+        self.threads = 3
+        self.lock = threading.Lock()
+        self.queue = queue.SimpleQueue()    # (due, chunk), None at EOF
+
+    def run(self):
+        count("connections")
+        if self.handshake:
+            time.sleep(self.delay)
+        self.server = socket.socket(self.target[0])
+        try:
+            self.server.connect(self.target[1])
+        except OSError:
+            count("connect_failures")
+            self.server.close()
+            # read what the client sent, so that it sees a FIN, not a reset
+            self.client.setblocking(False)
             try:
-                w.close()
+                while self.client.recv(UP_CHUNK):
+                    pass
+            except OSError:
+                pass
+            self.client.close()
+            return
+        for s in (self.client, self.server):
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        live.add(self)
+        spawn(self.send_up)
+        spawn(self.pump_down)
+        self.read_up()
+
+    def read_up(self):
+        """client -> queue, each chunk stamped with the time it is due."""
+        try:
+            while True:
+                data = self.client.recv(UP_CHUNK)
+                if not data:
+                    break
+                self.queue.put((time.monotonic() + self.delay, data))
+                count("up_chunks")
+        except OSError:
+            self.abort()
+        finally:
+            self.queue.put((0, None))
+            self.done()
+
+    def send_up(self):
+        """queue -> server, each chunk once due."""
+        try:
+            while True:
+                due, data = self.queue.get()
+                if data is None:
+                    self.server.shutdown(socket.SHUT_WR)
+                    break
+                wait = due - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
+                if self.dead:
+                    break
+                self.server.sendall(data)
+                count("up_bytes", len(data))
+        except OSError:
+            self.abort()
+        finally:
+            self.done()
+
+    def pump_down(self):
+        """server -> pipe -> client, a piece at a time through the link."""
+        r, w = os.pipe()
+        try:
+            try:
+                fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, PIPE)
+            except OSError:     # over the user's pipe quota: smaller takes
+                pass
+            sfd, cfd = self.server.fileno(), self.client.fileno()
+            piece = PIECE if link.rate else PIPE
+            while True:
+                n = os.splice(sfd, w, PIPE)    # what the server has sent
+                if not n:
+                    self.client.shutdown(socket.SHUT_WR)
+                    break
+                while n:
+                    k = m = min(n, piece)
+                    link.send(k)
+                    while k:
+                        k -= os.splice(r, cfd, k)
+                    n -= m
+                    count("down_bytes", m)
+        except OSError:
+            self.abort()
+        finally:
+            os.close(r)
+            os.close(w)
+            self.done()
+
+    def abort(self):
+        self.dead = True
+        for s in (self.client, self.server):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
 
+    def done(self):
+        with self.lock:
+            self.threads -= 1
+            if self.threads:
+                return
+        live.discard(self)
+        self.client.close()
+        self.server.close()
 
-async def main_async(args):
+
+def accept_loop(lsock, target, delay, handshake):
+    while True:
+        try:
+            client, _ = lsock.accept()
+        except OSError:
+            if lsock.fileno() < 0:
+                return
+            time.sleep(0.1)     # e.g. out of file descriptors: retry
+            continue
+        spawn(Conn(client, target, delay, handshake).run)
+
+
+def serve(args):
     host, _, port = args.target.rpartition(":")
-    target = (host or "127.0.0.1", int(port))
-    delay = args.delay_ms / 1000.0
+    # Resolved once: getaddrinfo at each connection (create_connection)
+    # made new connections' requests later when many came at once.
+    family, _, _, _, addr = socket.getaddrinfo(
+        host or "127.0.0.1", int(port), type=socket.SOCK_STREAM)[0]
+    target = (family, addr)
     link.rate = args.rate_mbit * 1e6 / 8
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        loop.add_signal_handler(sig, stop.set)
+    # Blocked in every thread (they inherit the mask), taken below.
+    sigs = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+    signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
 
-    server = await asyncio.start_server(
-        lambda r, w: handle(r, w, target, delay, args.handshake),
-        "127.0.0.1", args.port)
-    port = server.sockets[0].getsockname()[1]
+    lsock = socket.create_server(("127.0.0.1", args.port))
+    port = lsock.getsockname()[1]
     if args.port_file:
         tmp = args.port_file + ".tmp"
         with open(tmp, "w") as f:
             f.write("%d\n" % port)
         os.rename(tmp, args.port_file)
     print(port, flush=True)
+    spawn(accept_loop, lsock, target, args.delay_ms / 1000.0, args.handshake)
 
-    deadline = loop.time() + args.max_seconds
+    deadline = time.monotonic() + args.max_seconds
     reason = "signal"
-    while not stop.is_set():
-        try:
-            await asyncio.wait_for(stop.wait(), 1.0)
-        except asyncio.TimeoutError:
-            pass
-        if loop.time() >= deadline:
+    while not signal.sigtimedwait(sigs, 1.0):
+        if time.monotonic() >= deadline:
             reason = "max-seconds reached"
             break
         if args.parent_pid:
@@ -180,10 +267,12 @@ async def main_async(args):
                 break
             except PermissionError:
                 pass
-    server.close()
-    for t in asyncio.all_tasks():
-        if t is not asyncio.current_task():
-            t.cancel()
+    # Wake the threads blocked on a socket; none is joined, so even one
+    # that stays blocked does not hold up the exit.
+    lsock.shutdown(socket.SHUT_RDWR)
+    lsock.close()
+    for c in list(live):
+        c.abort()
     return reason
 
 
@@ -206,12 +295,13 @@ def main():
                     help="exit once this process is gone")
     args = ap.parse_args()
     t0 = time.monotonic()
-    reason = asyncio.run(main_async(args))
-    print("latency_proxy: %g ms, %s after %.0f s: %d connections, "
-          "%d request chunks, %d bytes up, %d bytes down" % (
-              args.delay_ms, reason, time.monotonic() - t0,
-              stats["connections"], stats["up_chunks"], stats["up_bytes"],
-              stats["down_bytes"]), file=sys.stderr)
+    reason = serve(args)
+    with stats_lock:
+        print("latency_proxy: %g ms, %s after %.0f s: %d connections, "
+              "%d request chunks, %d bytes up, %d bytes down" % (
+                  args.delay_ms, reason, time.monotonic() - t0,
+                  stats["connections"], stats["up_chunks"],
+                  stats["up_bytes"], stats["down_bytes"]), file=sys.stderr)
     return 0
 
 

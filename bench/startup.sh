@@ -175,6 +175,8 @@ prepare() {  # W
 rm -rf "$work/tree" "$work/tree.stamp" "$work/img.stamp" "$www/img.sqfs" \
 	"$www/img-order.sqfs" "$work/start.prof"
 publish() {  # SRC NAME: serve www/SRC as www/NAME (atomically)
+	# already served (mv refuses a link onto its own file)
+	if [ "$www/$1" -ef "$www/$2" ]; then rm -f "$www/.$2.tmp"; return; fi
 	ln -f "$www/$1" "$www/.$2.tmp"
 	mv -f "$www/.$2.tmp" "$www/$2"
 }

@@ -109,6 +109,29 @@ def test_random_reads_in_a_large_file_fetch_little_ahead(capped_link,
     assert st["http_readahead_bytes"] <= 48 * MiB, brief
 
 
+def pread_checked(m, path, reads):
+    """Each (offset, length) of the tree's file at path, read from the
+    mount with random-access advice (no kernel readahead), is the file's."""
+    fd = os.open(os.path.join(m.mnt, os.path.basename(path)), os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        with open(path, "rb") as want:
+            for off, n in reads:
+                want.seek(off)
+                assert os.pread(fd, n, off) == want.read(n), off
+    finally:
+        os.close(fd)
+
+
+def background_done(m):
+    """The mount's stats once its background fetch has ended."""
+    def done():
+        s = stats(m.mnt)
+        return s if s["background_done"] else None
+
+    return wait_for(done, "the background fetch to end", timeout=120)
+
+
 def test_background_takes_what_latency_windows_hold(capped_link, big_image,
                                                     mounts):
     """Random reads over a long round trip fetch a latency window around
@@ -125,22 +148,9 @@ def test_background_takes_what_latency_windows_hold(capped_link, big_image,
     path = os.path.join(big_image["tree"], "large.bin")
     size = os.path.getsize(path)
     rng = random.Random(7)
-    fd = os.open(os.path.join(m.mnt, "large.bin"), os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
-        with open(path, "rb") as want:
-            for _ in range(48):
-                off = rng.randrange(0, size - 4096) & ~4095
-                want.seek(off)
-                assert os.pread(fd, 4096, off) == want.read(4096), off
-    finally:
-        os.close(fd)
-
-    def done():
-        s = stats(m.mnt)
-        return s if s["background_done"] else None
-
-    st = wait_for(done, "the background fetch to end", timeout=120)
+    pread_checked(m, path, [(rng.randrange(0, size - 4096) & ~4095, 4096)
+                            for _ in range(48)])
+    st = background_done(m)
     brief = {k: v for k, v in st.items()
              if k.startswith(("http_", "background_"))}
     assert st["http_windows"] > 0, brief
@@ -169,21 +179,9 @@ def test_readers_leave_out_spans_on_their_way(capped_link, big_image, mounts):
     m = mounts(capped_link + "/img.sqfs", [])
     path = os.path.join(big_image["tree"], "large.bin")
     size = os.path.getsize(path)
-    fd = os.open(os.path.join(m.mnt, "large.bin"), os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
-        with open(path, "rb") as want:
-            for off in range(0, size, 768 * 1024):
-                want.seek(off)
-                assert os.pread(fd, 65536, off) == want.read(65536), off
-    finally:
-        os.close(fd)
-
-    def done():
-        s = stats(m.mnt)
-        return s if s["background_done"] else None
-
-    st = wait_for(done, "the background fetch to end", timeout=120)
+    pread_checked(m, path, [(off, 65536)
+                            for off in range(0, size, 768 * 1024)])
+    st = background_done(m)
     brief = " ".join("%s=%d" % kv for kv in sorted(st.items())
                      if kv[0].startswith(("http_", "background_")))
     image = os.path.getsize(big_image["path"])

@@ -83,7 +83,7 @@ int lsq_http_span_begin(struct http_source *hs, uint64_t lo, uint64_t hi)
 	rate = lsq_latency_window_rate(&hs->win);
 	due = 2 * rtt;
 	if (rate)
-		due += (hi - lo) * 4u * 1000000000u / rate;
+		due += (uint64_t)((double)(hi - lo) * 4e9 / (double)rate);
 	if (due < LSQ_HTTP_SPAN_DUE_MIN_NS)
 		due = LSQ_HTTP_SPAN_DUE_MIN_NS;
 	for (int i = 0; i < LSQ_HTTP_SPANS; i++) {
@@ -97,9 +97,10 @@ int lsq_http_span_begin(struct http_source *hs, uint64_t lo, uint64_t hi)
 	return -1;
 }
 
-void lsq_http_span_end(struct http_source *hs, int slot)
+void lsq_http_span_end(struct http_source *hs, int slot, uint64_t lo)
 {
-	if (slot >= 0)
+	/* a span that stalled past its due time may have lost its slot */
+	if (slot >= 0 && hs->spans[slot].lo == lo)
 		hs->spans[slot].due_ns = 0;
 }
 

@@ -338,7 +338,7 @@ uint64_t lsq_http_held_end(struct http_source *hs, uint64_t pos);
 /* A speculative span [lo, hi) goes out now: the slot to end it with, or
  * -1 when none is free. lsq_http_span_end(): it arrived, or failed. */
 int lsq_http_span_begin(struct http_source *hs, uint64_t lo, uint64_t hi);
-void lsq_http_span_end(struct http_source *hs, int slot);
+void lsq_http_span_end(struct http_source *hs, int slot, uint64_t lo);
 bool lsq_http_make_room(struct http_source *hs, uint64_t need,
 			const struct stream *keep);
 void lsq_http_stream_early(struct http_source *hs, uint64_t offset,

@@ -177,7 +177,7 @@ static int read_from(struct lsq_source *src, struct lsq_read *rq,
 		ret = lsq_http_fetch(hs, buf + (lo - offset), (size_t)(hi - lo),
 				     lo, LSQ_FETCH_SPAN, &rq->origin);
 		pthread_mutex_lock(&hs->mu);
-		lsq_http_span_end(hs, slot);
+		lsq_http_span_end(hs, slot, lo);
 		pthread_mutex_unlock(&hs->mu);
 		return ret;
 	}

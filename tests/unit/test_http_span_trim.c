@@ -84,7 +84,7 @@ int main(void)
 	CHECK(lo == 7 * MiB - 64 * KiB && hi == 9 * MiB - 64 * KiB);
 
 	/* arrived: the window is whole again */
-	lsq_http_span_end(hs, slot);
+	lsq_http_span_end(hs, slot, hs->spans[slot].lo);
 	before = trims(hs);
 	CHECK(window(hs, 4 * MiB + 512 * KiB, 128 * KiB, 0, &lo, &hi));
 	CHECK(lo == 4 * MiB && hi == 6 * MiB);
@@ -105,7 +105,7 @@ int main(void)
 	/* a span is due for two round trips at least */
 	slot = lsq_http_span_begin(hs, 0, MiB);
 	CHECK(hs->spans[slot].due_ns >= lsq_now_ns() + 90u * 1000u * 1000u);
-	lsq_http_span_end(hs, slot);
+	lsq_http_span_end(hs, slot, hs->spans[slot].lo);
 
 	/* every slot in flight: a further span goes unnoted */
 	for (int i = 0; i < LSQ_HTTP_SPANS; i++) {
@@ -114,11 +114,14 @@ int main(void)
 		CHECK(slots[i] >= 0);
 	}
 	CHECK(lsq_http_span_begin(hs, 32 * MiB, 33 * MiB) == -1);
-	lsq_http_span_end(hs, -1);  /* ending an unnoted one is harmless */
+	lsq_http_span_end(hs, -1, 0);  /* ending an unnoted one is harmless */
 	CHECK(lsq_http_held_end(hs, 32 * MiB) == 32 * MiB);
 	CHECK(lsq_http_held_end(hs, 15 * MiB) == 16 * MiB);
-	lsq_http_span_end(hs, slots[3]);
+	lsq_http_span_end(hs, slots[3], 3 * MiB);
 	CHECK(lsq_http_span_begin(hs, 32 * MiB, 33 * MiB) == slots[3]);
+	/* the span that had the slot before ends late: this one stays */
+	lsq_http_span_end(hs, slots[3], 3 * MiB);
+	CHECK(lsq_http_held_end(hs, 32 * MiB) == 33 * MiB);
 
 	CHECK(hs->chunks == NULL && hs->win_bytes == 0);
 	pthread_cond_destroy(&hs->cv);

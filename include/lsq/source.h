@@ -339,6 +339,13 @@ struct lsq_http_options {
 	 * open recorded them ("SIZE\nVALIDATOR", see offline_ok); nothing is
 	 * pinned, so the head comes through the caches like any read. */
 	const char *known;
+	/* Ask for the image's last bytes beside the probe: the metadata
+	 * tables, which a mount reads next (http_warmup.c). tail_unless: the
+	 * validator an earlier open recorded (cache_dir), sent as
+	 * If-None-Match or If-Modified-Since so that an unchanged image,
+	 * whose tables the cache holds, answers 304 instead; NULL: none. */
+	int tail_with_probe;
+	const char *tail_unless;
 	/* s3://BUCKET/KEY images (docs/s3.md); all NULL for the defaults */
 	const char *aws_profile;      /* profile of the shared files */
 	const char *credentials_file; /* only this file (not world-readable) */

@@ -24,6 +24,8 @@
 #include "http/url_command.h"
 
 #define LSQ_HTTP_HEAD_SIZE (64u * 1024u)
+/* The image's last bytes, fetched beside the probe (http_warmup.c) */
+#define LSQ_HTTP_TAIL_SIZE (512u * 1024u)
 
 /* Limits and policy constants, documented in docs/http-source.md. */
 #define LSQ_HTTP_RA_FACTOR 8u          /* readahead cache = 8 x readahead */
@@ -222,6 +224,8 @@ struct xfer {
 	struct http_source *hs;
 	const struct mirror *m;
 	bool probe;          /* at open: learn total and validators */
+	bool suffix;         /* probe the object's last `want` bytes (off
+			      * is set to where they start) */
 	bool speculative;    /* nobody waits for it: the speculative pool */
 	bool paced;          /* counted in hs->to_arrive */
 	/* a warm-up (http_warmup.c): no timing sample; aborted once set */
@@ -294,7 +298,8 @@ bool lsq_http_url_renew(struct xfer *x);
 /* ---- http_warmup.c: the speculative pool's connections, during the probe */
 
 struct lsq_http_warmup;
-struct lsq_http_warmup *lsq_http_warmup_start(struct http_source *hs);
+struct lsq_http_warmup *lsq_http_warmup_start(
+	struct http_source *hs, const struct lsq_http_options *opt);
 /* keep: the probe succeeded (then wait as long again for the warm-ups) */
 void lsq_http_warmup_finish(struct lsq_http_warmup *w, bool keep);
 

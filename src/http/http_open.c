@@ -567,6 +567,7 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 	hs->opt.header_file = NULL;
 	hs->opt.cacert = NULL;
 	hs->opt.known = NULL;
+	hs->opt.tail_unless = NULL;  /* for lsq_http_warmup_start() only */
 	hs->opt.url_command = NULL;
 	if (hs->opt.max_connections == 0)
 		hs->opt.max_connections = 1;
@@ -661,7 +662,7 @@ int lsq_source_http_open(const char *url, const struct lsq_http_options *opt,
 	if (opt->known) {
 		ret = open_known(hs, opt->known, err, errlen);
 	} else {
-		struct lsq_http_warmup *warm = lsq_http_warmup_start(hs);
+		struct lsq_http_warmup *warm = lsq_http_warmup_start(hs, opt);
 
 		ret = open_mirrors(hs, err, errlen);
 		lsq_http_warmup_finish(warm, ret == LSQ_OK);

@@ -136,6 +136,22 @@ static void judge_headers(struct xfer *x)
 					     "Content-Range");
 			return;
 		}
+		if (x->suffix) {
+			if (x->cr_last < x->cr_first ||
+			    x->cr_last + 1 != x->cr_total ||
+			    x->cr_last - x->cr_first >= x->want) {
+				lsq_http_set_verdict(x, V_FATAL, "wrong "
+						     "Content-Range for the "
+						     "last %zu bytes: %" PRIu64
+						     "-%" PRIu64 "/%" PRIu64,
+						     x->want, x->cr_first,
+						     x->cr_last, x->cr_total);
+				return;
+			}
+			x->off = x->cr_first;
+			x->want = (size_t)(x->cr_last - x->cr_first + 1);
+			return;
+		}
 		if (x->probe) {
 			if (x->cr_first != x->off || x->cr_last < x->cr_first ||
 			    x->cr_last > last || x->cr_total <= x->cr_last ||
@@ -213,6 +229,11 @@ static void judge_headers(struct xfer *x)
 		else
 			lsq_http_set_verdict(x, V_RETRY, "server ignored Range "
 					     "(200 instead of 206)");
+		return;
+	}
+	if (s == 304 && x->suffix) {  /* the tail of an unchanged image */
+		x->want = 0;
+		x->verdict = V_OK;
 		return;
 	}
 	if (s == 416) {

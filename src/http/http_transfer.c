@@ -517,8 +517,11 @@ void lsq_http_transfer(struct xfer *x, const struct curl_slist *headers)
 				     "connection");
 		return;
 	}
-	snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, x->off,
-		 x->off + x->want - 1);
+	if (x->suffix)
+		snprintf(range, sizeof(range), "-%zu", x->want);
+	else
+		snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64, x->off,
+			 x->off + x->want - 1);
 	h->errbuf[0] = '\0';
 	curl_easy_setopt(h->curl, CURLOPT_URL, url);
 	lsq_url_command_free(url_copy);
@@ -558,7 +561,9 @@ void lsq_http_transfer(struct xfer *x, const struct curl_slist *headers)
 		x->multiplexed = answered_multiplexed(h->curl);
 	if (x->warmup_over)
 		curl_easy_setopt(h->curl, CURLOPT_NOPROGRESS, 1L);
-	else if (rc == CURLE_OK && x->verdict == V_OK && x->got == x->want)
+	/* of the warm-ups, only the tail is a request like the others */
+	if ((!x->warmup_over || x->suffix) && rc == CURLE_OK &&
+	    x->verdict == V_OK && x->got == x->want)
 		sample_timing(hs, h->curl, x);
 
 	if (rc == CURLE_OK) {

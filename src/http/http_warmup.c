@@ -13,53 +13,139 @@
  * and return it, connection open, to the pool. They end before
  * lsq_source_http_open() returns: the daemon forks after that.
  *
+ * With tail_with_probe (the pin layer above will want the metadata
+ * region) the first of them asks for the image's last LSQ_HTTP_TAIL_SIZE
+ * bytes instead, a suffix range, as the size is not known yet: the
+ * metadata tables sit at the end of a SquashFS image and a mount reads
+ * them right after the superblock, which alone locates them, one more
+ * round trip before the mount is ready. Once the probe is done, the
+ * superblock in its head says whether the region, [inode_table_start,
+ * bytes_used), lies in the tail: if not (a larger image, or no SquashFS
+ * at offset 0, as in a SIF file) the tail is aborted at once; if so it is
+ * waited for as the other warm-ups are (at most as long again as the
+ * probe took), and kept as a readahead chunk when the answer is the
+ * probed object (same size and validators): the pin layer's read of the
+ * region then costs no request. With tail_unless (the validator cache_dir
+ * recorded for the URL) the request is conditional: an unchanged image,
+ * whose tables the cache holds, answers 304 without a body.
+ *
  * Over HTTP/2 transfers share the engine's connection, and these are
  * closed again once the probe said so. The warm-ups are requests like any
- * other in the counters, but no sample of the latency windows: cold
- * connections to a cold server would be all they saw.
+ * other in the counters, but the 1-byte ones are no sample of the latency
+ * windows: cold connections to a cold server would be all they saw. The
+ * tail, a request for real bytes, is one.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/histogram.h"
+#include "format/ondisk.h"
+#include "format/superblock.h"
 #include "http/http_internal.h"
+#include "lsq/error.h"
+
+/* The tail's answer, checked against the probe's at the end. */
+struct tail {
+	uint8_t *buf;         /* NULL: no tail asked for */
+	struct curl_slist *headers;
+	atomic_bool over;     /* not wanted, or too late: abort it */
+	struct xfer x;
+};
 
 struct lsq_http_warmup {
 	struct http_source *hs;
+	struct tail tail;
 	pthread_t threads[LSQ_HTTP_MAX_PREFETCH];
 	unsigned n;
-	atomic_bool over;  /* the probe is done: abort what is left */
+	atomic_bool over;  /* the probe is done: abort the 1-byte warm-ups */
 	uint64_t start_ns;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	unsigned done;
 };
 
-static void *warm_one(void *arg)
+static void warm(struct lsq_http_warmup *w, struct xfer *x, uint8_t *buf,
+		 size_t want, bool suffix, const atomic_bool *over,
+		 const struct curl_slist *headers)
 {
-	struct lsq_http_warmup *w = arg;
-	uint8_t byte;
-	struct xfer x = {
+	*x = (struct xfer){
 		.hs = w->hs,
 		.m = &w->hs->mirrors[0],
 		.probe = true,  /* no validators yet to check */
+		.suffix = suffix,
 		.speculative = true,
-		.warmup_over = &w->over,
+		.warmup_over = over,
 		.off = w->hs->base_offset,
-		.want = 1,
-		.buf = &byte,
+		.want = want,
+		.buf = buf,
 	};
+	lsq_http_transfer(x, headers);
+}
 
-	lsq_http_transfer(&x, w->hs->user_headers);
+static void warmed(struct lsq_http_warmup *w)
+{
 	pthread_mutex_lock(&w->mu);
 	w->done++;
 	pthread_cond_signal(&w->cv);
 	pthread_mutex_unlock(&w->mu);
+}
+
+static void *warm_tail(void *arg)
+{
+	struct lsq_http_warmup *w = arg;
+
+	warm(w, &w->tail.x, w->tail.buf, LSQ_HTTP_TAIL_SIZE, true,
+	     &w->tail.over, w->tail.headers ? w->tail.headers
+					    : w->hs->user_headers);
+	warmed(w);
 	return NULL;
 }
 
-struct lsq_http_warmup *lsq_http_warmup_start(struct http_source *hs)
+static void *warm_one(void *arg)
+{
+	struct lsq_http_warmup *w = arg;
+	uint8_t byte;
+	struct xfer x;
+
+	warm(w, &x, &byte, 1, false, &w->over, w->hs->user_headers);
+	warmed(w);
+	return NULL;
+}
+
+/* The user's headers and the condition that spares an unchanged image's
+ * tail: If-None-Match for an ETag, If-Modified-Since for a date. */
+static struct curl_slist *tail_headers(const struct http_source *hs,
+				       const char *unless)
+{
+	struct curl_slist *list = NULL, *l;
+	char *cond;
+
+	if (!unless || !*unless || strpbrk(unless, "\r\n"))
+		return NULL;
+	for (const struct curl_slist *u = hs->user_headers; u; u = u->next) {
+		l = curl_slist_append(list, u->data);
+		if (!l)
+			goto fail;
+		list = l;
+	}
+	if (asprintf(&cond, "%s: %s", unless[0] == '"' ||
+				       strncmp(unless, "W/", 2) == 0
+				       ? "If-None-Match" : "If-Modified-Since",
+		     unless) < 0)
+		goto fail;
+	l = curl_slist_append(list, cond);
+	free(cond);
+	if (l)
+		return l;
+fail:
+	curl_slist_free_all(list);
+	return NULL;
+}
+
+struct lsq_http_warmup *lsq_http_warmup_start(
+	struct http_source *hs, const struct lsq_http_options *opt)
 {
 	struct lsq_http_warmup *w;
 
@@ -72,12 +158,87 @@ struct lsq_http_warmup *lsq_http_warmup_start(struct http_source *hs)
 	w->hs = hs;
 	w->start_ns = lsq_now_ns();
 	atomic_init(&w->over, false);
+	atomic_init(&w->tail.over, false);
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cv, NULL);
+	if (opt->tail_with_probe) {
+		w->tail.buf = malloc(LSQ_HTTP_TAIL_SIZE);
+		w->tail.headers = tail_headers(hs, opt->tail_unless);
+	}
 	for (; w->n < hs->prefetch_max; w->n++)
-		if (pthread_create(&w->threads[w->n], NULL, warm_one, w))
+		if (pthread_create(&w->threads[w->n], NULL,
+				   w->n == 0 && w->tail.buf ? warm_tail
+							    : warm_one, w))
 			break;
+	if (w->n == 0) {  /* no thread took the tail */
+		free(w->tail.buf);
+		w->tail.buf = NULL;
+	}
 	return w;
+}
+
+/* The image's metadata region, [*lo, *hi) in image offsets, from the
+ * superblock in the pinned head; false if the head holds none. Called
+ * with hs->mu held. */
+static bool metadata_region(struct http_source *hs, uint64_t *lo,
+			    uint64_t *hi)
+{
+	struct chunk *head = lsq_http_find_cover(hs, 0,
+						 SQUASHFS_SUPERBLOCK_SIZE);
+	struct lsq_superblock sb;
+	char why[128];
+
+	if (!head || !head->pinned ||
+	    lsq_superblock_decode(head->data, hs->base.size, &sb, why,
+				  sizeof(why)) != 0)
+		return false;
+	*lo = sb.inode_table_start;
+	*hi = sb.bytes_used;
+	return *lo < *hi && *hi <= hs->base.size;
+}
+
+/* Whether the tail, once whole, holds the metadata region: it starts at
+ * most LSQ_HTTP_TAIL_SIZE before the object's end. */
+static bool tail_holds_region(struct http_source *hs)
+{
+	uint64_t lo, hi;
+	bool holds;
+
+	pthread_mutex_lock(&hs->mu);
+	holds = metadata_region(hs, &lo, &hi) &&
+		hs->base_offset + lo + LSQ_HTTP_TAIL_SIZE >= hs->total;
+	pthread_mutex_unlock(&hs->mu);
+	return holds;
+}
+
+/* Keep the image's metadata region from the tail if the tail is the
+ * probed image's last bytes: a complete 206, of the same size, with the
+ * validators the probe saw (none, when the probe had none: then, as for
+ * every read, the size alone), that holds the region whole. */
+static void keep_tail(struct http_source *hs, const struct tail *t)
+{
+	const struct mirror *m = &hs->mirrors[0];
+	const struct xfer *x = &t->x;
+	uint64_t lo, hi;
+	struct chunk *c;
+
+	if (x->verdict != V_OK || x->status != 206 || x->got != x->want ||
+	    x->cr_total != hs->total || x->off + x->got != hs->total)
+		return;
+	if ((m->etag && strcmp(m->etag, x->etag) != 0) ||
+	    (!m->etag && x->etag[0] && strncmp(x->etag, "W/", 2) != 0) ||
+	    (m->last_modified && strcmp(m->last_modified,
+					x->last_modified) != 0))
+		return;
+	pthread_mutex_lock(&hs->mu);
+	if (metadata_region(hs, &lo, &hi) && hs->base_offset + lo >= x->off &&
+	    lsq_http_make_room(hs, hi - lo, NULL) &&
+	    (c = lsq_http_chunk_new(hs, lo, (size_t)(hi - lo), false))) {
+		memcpy(c->data, t->buf + (hs->base_offset + lo - x->off),
+		       c->len);
+		lsq_http_chunk_loaded(hs, c, LSQ_OK);
+	}
+	pthread_mutex_unlock(&hs->mu);
 }
 
 /* Close the idle connections of the speculative pool: over HTTP/2 the
@@ -103,9 +264,11 @@ void lsq_http_warmup_finish(struct lsq_http_warmup *w, bool keep)
 
 	if (!w)
 		return;
+	if (w->tail.buf && !(keep && tail_holds_region(w->hs)))
+		atomic_store(&w->tail.over, true);
 	/* Begun with the probe, the warm-ups normally end with it; one that
-	 * takes twice as long (a server that queues new connections) is
-	 * not worth a later mount. */
+	 * takes twice as long (a server that queues new connections, or a
+	 * tail on a slow link) is not worth a later mount. */
 	until = lsq_realtime_after_ns(keep ? lsq_now_ns() - w->start_ns : 0);
 	pthread_mutex_lock(&w->mu);
 	while (w->done < w->n &&
@@ -113,8 +276,13 @@ void lsq_http_warmup_finish(struct lsq_http_warmup *w, bool keep)
 		;
 	pthread_mutex_unlock(&w->mu);
 	atomic_store(&w->over, true);
+	atomic_store(&w->tail.over, true);
 	for (unsigned i = 0; i < w->n; i++)
 		pthread_join(w->threads[i], NULL);
+	if (keep && w->tail.buf)
+		keep_tail(w->hs, &w->tail);
+	free(w->tail.buf);
+	curl_slist_free_all(w->tail.headers);
 	if (keep && w->hs->multiplexing)
 		drop_idle_speculative(w->hs);
 	pthread_mutex_destroy(&w->mu);

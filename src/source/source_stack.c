@@ -128,11 +128,15 @@ static char *read_origin(const char *dir, const char *url, uint64_t offset,
 	return buf;
 }
 
+/* known: open from cache_dir's record without asking (offline_ok);
+ * recorded: that record, whose validator spares an unchanged image's
+ * tail (lsq_http_options.tail_unless). */
 static int open_url(const char *spec, const char *shown,
 		    const struct lsq_source_stack_options *opt,
-		    const char *known, struct lsq_source **out, char *err,
-		    size_t errlen)
+		    const char *known, const char *recorded,
+		    struct lsq_source **out, char *err, size_t errlen)
 {
+	const char *nl = recorded ? strchr(recorded, '\n') : NULL;
 	struct lsq_http_options hopt;
 	int ret;
 
@@ -142,6 +146,9 @@ static int open_url(const char *spec, const char *shown,
 		lsq_http_options_default(&hopt);
 	hopt.base_offset = opt->offset;
 	hopt.known = known;
+	/* the metadata region is wanted at once only when pinned */
+	hopt.tail_with_probe = opt->cache && opt->cache->pin_metadata;
+	hopt.tail_unless = nl ? nl + 1 : NULL;
 	err[0] = '\0';
 	ret = lsq_source_http_open(spec, &hopt, out, err, errlen);
 	/* the HTTP source's reasons name the URL already */
@@ -164,16 +171,19 @@ static int open_remote(const char *spec, const char *shown,
 	struct tm tm;
 	int ret;
 
-	ret = open_url(spec, shown, opt, NULL, out, err, errlen);
+	known = dir ? read_origin(dir, spec, opt->offset, &when) : NULL;
+	ret = open_url(spec, shown, opt, NULL, known, out, err, errlen);
 	if (ret == LSQ_OK) {
+		free(known);
 		if (dir && (*out)->identity)
 			record_origin(dir, spec, opt->offset, (*out)->identity);
 		return ret;
 	}
 	if (!dir || !c->offline_ok ||
-	    (ret != LSQ_ERR_UNREACHABLE && ret != LSQ_ERR_TIMEOUT))
+	    (ret != LSQ_ERR_UNREACHABLE && ret != LSQ_ERR_TIMEOUT)) {
+		free(known);
 		return ret;
-	known = read_origin(dir, spec, opt->offset, &when);
+	}
 	if (!known) {
 		size_t n = strlen(err);
 
@@ -185,7 +195,7 @@ static int open_remote(const char *spec, const char *shown,
 		strftime(stamp, sizeof(stamp), "%Y-%m-%d %H:%M:%S UTC", &tm);
 	snprintf(warn, warnlen, "%s; offline_ok: serving what %s holds, "
 		 "as the image was on %s, not revalidated", err, dir, stamp);
-	ret = open_url(spec, shown, opt, known, out, err, errlen);
+	ret = open_url(spec, shown, opt, known, NULL, out, err, errlen);
 	free(known);
 	if (ret && warnlen)
 		warn[0] = '\0';
@@ -263,7 +273,8 @@ static int open_sif_partition(const char *spec, const char *shown,
 	lsq_source_destroy(*src);
 	*src = NULL;
 	ret = lsq_source_is_url(spec)
-		      ? open_url(spec, shown, &part, known, src, err, errlen)
+		      ? open_url(spec, shown, &part, known, NULL, src,
+				 err, errlen)
 		      : open_file(spec, shown, &part, src, err, errlen);
 	free(known);
 	/* the partition, not what follows it: a manifest at its end is

@@ -1,7 +1,7 @@
 """A small HTTP/1.1 range server with scripted faults (standard library only).
 
 Runs as a thread inside the pytest process. It serves byte strings by path
-with keep-alive, HEAD, Range (single ranges), ETag, Last-Modified and
+with keep-alive, HEAD, Range (single ranges, suffix ranges), ETag, Last-Modified and
 If-Range, and applies the fault set in `server.fault` to the GET requests
 that match it:
 
@@ -16,6 +16,8 @@ that match it:
     server.set_fault("wrong_range")               # another range than asked
     server.set_fault("slow", chunk=16384, pause=0.02)  # body in slow pieces
     server.set_fault("tamper", at=[4096, 70000])  # flip those bytes
+    server.set_fault("other_etag")                # another ETag, as if
+                                                  # the object changed
     server.set_fault("mix", seed=1, latency=0.03,      # soak: a random
                      p={"status": 0.03, "reset": 0.02})  # fault per request
     server.clear_fault()
@@ -29,8 +31,12 @@ range starts below `min_offset` are left alone, so a mount can be set up
 before a fault is armed, and so are those starting at or past
 `max_offset` (when given: the metadata at the end of an image), and,
 with `min_length`, those asking for fewer bytes than that (a background
-fetch's large ranges slowed or failed, a reader's small ones not). Every
-request is recorded in `server.log`.
+fetch's large ranges slowed or failed, a reader's small ones not), and,
+unless `suffix=True` (or `"only"`: suffix ranges alone), suffix ranges
+(`bytes=-N`: the image's tail a mount asks for beside its probe,
+http_warmup.c). Every request is recorded in
+`server.log`. A GET whose If-None-Match names the object's ETag is
+answered 304 without a body, as nginx does.
 
 "hold" sends the headers and holds the body until `server.release()` (or
 `stop()`; at most `seconds`, 300 by default), so that a test knows a
@@ -62,8 +68,9 @@ import time
 
 class Fault:
     def __init__(self, kind, count=None, min_offset=1, max_offset=None,
-                 min_length=None, **kw):
+                 min_length=None, suffix=False, **kw):
         self.kind = kind
+        self.suffix = suffix
         self.count = count
         self.min_offset = min_offset
         self.max_offset = max_offset
@@ -99,11 +106,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 path = "/" + path.split("://", 1)[1].partition("/")[2]
             return srv.objects.get(path.split("?")[0])
 
-    def _take_fault(self, start, length=None):
+    def _take_fault(self, start, length=None, suffix=False):
         srv = self.server.owner
         with srv.lock:
             f = srv.fault
-            if f is None or start < f.min_offset:
+            if f is None or start < f.min_offset or suffix > bool(f.suffix) \
+                    or (f.suffix == "only" and not suffix):
                 return None
             if f.max_offset is not None and start >= f.max_offset:
                 return None
@@ -141,6 +149,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         with srv.lock:
             srv.log.append({"method": self.command, "range": rng,
                             "if_range": self.headers.get("If-Range"),
+                            "if_none_match": self.headers.get(
+                                "If-None-Match"),
                             "ua": self.headers.get("User-Agent"),
                             "status": status, "bytes": nbytes,
                             "auth": self.headers.get("Authorization"),
@@ -218,12 +228,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
         size = len(data)
         rng = self.headers.get("Range")
         start, end = 0, size - 1
-        partial = False
+        partial = suffix = False
+        if self.command == "GET" and etag is not None and \
+                self.headers.get("If-None-Match") == etag:
+            return self._simple(304, [("ETag", etag)])
         if rng and rng.startswith("bytes="):
             a, _, b = rng[6:].partition("-")
+            suffix = not a
             try:
-                start = int(a)
-                end = min(int(b), size - 1) if b else size - 1
+                if a:
+                    start = int(a)
+                    end = min(int(b), size - 1) if b else size - 1
+                else:  # the last b bytes
+                    start, end = max(0, size - int(b)), size - 1
                 partial = True
             except ValueError:
                 partial = False
@@ -236,7 +253,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             partial = False
             start, end = 0, size - 1
 
-        fault = self._take_fault(start, end - start + 1) \
+        fault = self._take_fault(start, end - start + 1, suffix) \
             if self.command == "GET" else None
         kind = fault.kind if fault else None
         if kind == "latency":  # a round trip: nothing arrives before it
@@ -250,6 +267,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if kind == "ignore_range":
             partial = False
             start, end = 0, size - 1
+        if kind == "other_etag":
+            etag = '"other"'
         if kind == "wrong_range" and partial:
             shift = min(512, start)
             start, end = start - shift, end - shift

@@ -480,7 +480,7 @@ def test_auto_is_off_on_loopback(bg_nginx, bg_image, kernel, mounts):
 
 def test_auto_starts_behind_latency(bg_fault, bg_image, kernel, mounts):
     """Default (auto) behind a 10 ms round trip: it fetches."""
-    bg_fault.set_fault("latency", seconds=0.01, min_offset=0)
+    bg_fault.set_fault("latency", seconds=0.01, min_offset=0, suffix=True)
     m = mounts(bg_fault.url("/" + NAME))
     same_as_kernel(m.mnt, kernel, small_files(bg_image, "a/")[:3])
     st = wait_done(m.mnt)

@@ -10,7 +10,7 @@
 #                     bench/startup_workloads.sh)
 #   --rtts LIST       round trips in ms (default 0,20,50; 0 = nginx directly)
 #   --repeat N        runs per row and round trip; medians reported (3)
-#   --rows LIST       kernel,curl,lazy,nextver,profile,order,seq
+#   --rows LIST       kernel,curl,mount,lazy,nextver,profile,order,seq
 #                     (default: all but order)
 #   --lazy-args ARGS  extra sqfs-lazy-mount arguments for every lazy mount,
 #                     word-split, passed as they are (e.g. "-o background=off")
@@ -26,6 +26,8 @@
 # Rows: kernel = loop mount of the local image (and of its next version);
 # curl = download through the link, then loop mount; lazy =
 # sqfs-lazy-mount URL, first mount on the host (no profile, no cache_dir);
+# mount = the same mount and a listing of its root (ls -la), no program:
+# what mounting costs before a program can start;
 # nextver = the image's next version (5% of its files changed) at the
 # URL where a mount with -o cache_dir=DIR just ran the previous version
 # (not timed; page cache dropped between); profile = -o prefetch= of a
@@ -46,7 +48,7 @@ BENCH_PROG=startup.sh
 # shellcheck source=bench/startup_workloads.sh
 . "$here/startup_workloads.sh"
 
-workloads=$WL_ALL rtts=0,20,50 repeat=3 rows=kernel,curl,lazy,nextver,profile,seq
+workloads=$WL_ALL rtts=0,20,50 repeat=3 rows=kernel,curl,mount,lazy,nextver,profile,seq
 rate=1000 lazy_args_str= max_steal=0.05
 build=${SQFS_BENCH_BUILD:-$repo/build}
 work=${SQFS_BENCH_WORK:-/tmp/sqfs-lazy-startup}
@@ -207,8 +209,12 @@ for r in "${rtt_list[@]}"; do
 done
 
 # ---------------------------------------------------------------- rows
-wl=
+wl= listing_only=0
 workload() {  # MNT
+	if [ "$listing_only" = 1 ]; then
+		ls -la "$1" >/dev/null
+		return
+	fi
 	"wl_${wl}_run" "$1"
 }
 
@@ -378,6 +384,13 @@ run_workload() {  # W
 			repeat_runs curl_start "$r" "$img"
 		done
 		rm -f "$work/download.sqfs"
+	fi
+	if has_row mount; then
+		listing_only=1
+		for r in "${rtt_list[@]}"; do
+			repeat_runs lazy_start mount "$r" "$img"
+		done
+		listing_only=0
 	fi
 	if has_row lazy; then
 		for r in "${rtt_list[@]}"; do

@@ -24,6 +24,7 @@ from benchlib import fmt_bytes, med, num, read_meta, read_tsv, render, render_md
 ROWS = [("kernel", "kernel loop mount of a local copy"),
         ("kernel_next", "kernel loop mount, next version"),
         ("curl", "curl the whole image, then loop-mount"),
+        ("mount", "sqfs-lazy-mount URL and ls -la of its root, no program"),
         ("lazy", "sqfs-lazy-mount URL, no profile, first mount"),
         ("nextver", "next version, cache_dir= of the previous one"),
         ("profile", "-o prefetch= recorded profile"),

@@ -82,7 +82,8 @@ def _serve(signed, tamper=None):
     s = FaultServer().start()
     s.add("/img.sqfs", signed["data"])
     if tamper is not None:
-        s.set_fault("tamper", at=[tamper], min_offset=0)
+        # the image's tail beside the probe too: a lying server lies there
+        s.set_fault("tamper", at=[tamper], min_offset=0, suffix=True)
     return s
 
 

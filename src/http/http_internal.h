@@ -228,7 +228,8 @@ struct xfer {
 			      * is set to where they start) */
 	bool speculative;    /* nobody waits for it: the speculative pool */
 	bool paced;          /* counted in hs->to_arrive */
-	/* a warm-up (http_warmup.c): no timing sample; aborted once set */
+	/* a warm-up (http_warmup.c): aborted once set; no timing sample
+	 * but for the tail (suffix) */
 	const atomic_bool *warmup_over;
 	uint64_t off;        /* absolute offset in the remote object */
 	size_t want;

@@ -178,52 +178,45 @@ struct lsq_http_warmup *lsq_http_warmup_start(
 }
 
 /* The image's metadata region, [*lo, *hi) in image offsets, from the
- * superblock in the pinned head; false if the head holds none. Called
- * with hs->mu held. */
-static bool metadata_region(struct http_source *hs, uint64_t *lo,
-			    uint64_t *hi)
+ * superblock in the pinned head, when the tail, once whole, holds it: it
+ * starts at most LSQ_HTTP_TAIL_SIZE before the object's end. */
+static bool region_in_tail(struct http_source *hs, uint64_t *lo,
+			   uint64_t *hi)
 {
-	struct chunk *head = lsq_http_find_cover(hs, 0,
-						 SQUASHFS_SUPERBLOCK_SIZE);
 	struct lsq_superblock sb;
+	struct chunk *head;
 	char why[128];
+	bool in;
 
-	if (!head || !head->pinned ||
-	    lsq_superblock_decode(head->data, hs->base.size, &sb, why,
-				  sizeof(why)) != 0)
+	pthread_mutex_lock(&hs->mu);
+	head = lsq_http_find_cover(hs, 0, SQUASHFS_SUPERBLOCK_SIZE);
+	in = head && head->pinned &&
+	     lsq_superblock_decode(head->data, hs->base.size, &sb, why,
+				   sizeof(why)) == 0;
+	pthread_mutex_unlock(&hs->mu);
+	if (!in)
 		return false;
 	*lo = sb.inode_table_start;
 	*hi = sb.bytes_used;
-	return *lo < *hi && *hi <= hs->base.size;
+	return *lo < *hi && *hi <= hs->base.size &&
+	       hs->base_offset + *lo + LSQ_HTTP_TAIL_SIZE >= hs->total;
 }
 
-/* Whether the tail, once whole, holds the metadata region: it starts at
- * most LSQ_HTTP_TAIL_SIZE before the object's end. */
-static bool tail_holds_region(struct http_source *hs)
-{
-	uint64_t lo, hi;
-	bool holds;
-
-	pthread_mutex_lock(&hs->mu);
-	holds = metadata_region(hs, &lo, &hi) &&
-		hs->base_offset + lo + LSQ_HTTP_TAIL_SIZE >= hs->total;
-	pthread_mutex_unlock(&hs->mu);
-	return holds;
-}
-
-/* Keep the image's metadata region from the tail if the tail is the
+/* Keep the metadata region [lo, hi) from the tail if the tail is the
  * probed image's last bytes: a complete 206, of the same size, with the
  * validators the probe saw (none, when the probe had none: then, as for
- * every read, the size alone), that holds the region whole. */
-static void keep_tail(struct http_source *hs, const struct tail *t)
+ * every read, the size alone). Stricter than a read's check, as no
+ * If-Range vouched for this answer. */
+static void keep_tail(struct http_source *hs, const struct tail *t,
+		      uint64_t lo, uint64_t hi)
 {
 	const struct mirror *m = &hs->mirrors[0];
 	const struct xfer *x = &t->x;
-	uint64_t lo, hi;
 	struct chunk *c;
 
 	if (x->verdict != V_OK || x->status != 206 || x->got != x->want ||
-	    x->cr_total != hs->total || x->off + x->got != hs->total)
+	    x->cr_total != hs->total || x->off + x->got != hs->total ||
+	    hs->base_offset + lo < x->off)
 		return;
 	if ((m->etag && strcmp(m->etag, x->etag) != 0) ||
 	    (!m->etag && x->etag[0] && strncmp(x->etag, "W/", 2) != 0) ||
@@ -231,8 +224,7 @@ static void keep_tail(struct http_source *hs, const struct tail *t)
 					x->last_modified) != 0))
 		return;
 	pthread_mutex_lock(&hs->mu);
-	if (metadata_region(hs, &lo, &hi) && hs->base_offset + lo >= x->off &&
-	    lsq_http_make_room(hs, hi - lo, NULL) &&
+	if (lsq_http_make_room(hs, hi - lo, NULL) &&
 	    (c = lsq_http_chunk_new(hs, lo, (size_t)(hi - lo), false))) {
 		memcpy(c->data, t->buf + (hs->base_offset + lo - x->off),
 		       c->len);
@@ -261,10 +253,13 @@ static void drop_idle_speculative(struct http_source *hs)
 void lsq_http_warmup_finish(struct lsq_http_warmup *w, bool keep)
 {
 	struct timespec until;
+	uint64_t lo = 0, hi = 0;
+	bool tail_wanted;
 
 	if (!w)
 		return;
-	if (w->tail.buf && !(keep && tail_holds_region(w->hs)))
+	tail_wanted = keep && w->tail.buf && region_in_tail(w->hs, &lo, &hi);
+	if (!tail_wanted)
 		atomic_store(&w->tail.over, true);
 	/* Begun with the probe, the warm-ups normally end with it; one that
 	 * takes twice as long (a server that queues new connections, or a
@@ -279,8 +274,8 @@ void lsq_http_warmup_finish(struct lsq_http_warmup *w, bool keep)
 	atomic_store(&w->tail.over, true);
 	for (unsigned i = 0; i < w->n; i++)
 		pthread_join(w->threads[i], NULL);
-	if (keep && w->tail.buf)
-		keep_tail(w->hs, &w->tail);
+	if (tail_wanted)
+		keep_tail(w->hs, &w->tail, lo, hi);
 	free(w->tail.buf);
 	curl_slist_free_all(w->tail.headers);
 	if (keep && w->hs->multiplexing)
